@@ -1,0 +1,58 @@
+"""mmlocat's registry node: children of the mmengine root registries.
+
+Every registry has ``scope='mmlocat'`` and lazily imports the subpackage that
+fills it (``locations``), so ``import mmlocat`` stays cheap and a host config
+can name ``type='mmlocat.LocAtViT'`` after
+``custom_imports=dict(imports=['mmlocat'])``: the host's registry resolves
+the ``mmlocat.`` prefix through the root, which then imports the location.
+"""
+from mmengine.registry import DATASETS as MMENGINE_DATASETS
+from mmengine.registry import HOOKS as MMENGINE_HOOKS
+from mmengine.registry import METRICS as MMENGINE_METRICS
+from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import \
+    OPTIM_WRAPPER_CONSTRUCTORS as MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS
+from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
+from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
+from mmengine.registry import Registry
+
+__all__ = [
+    'MODELS', 'DATASETS', 'TRANSFORMS', 'METRICS', 'HOOKS',
+    'OPTIM_WRAPPER_CONSTRUCTORS', 'VISUALIZERS'
+]
+
+MODELS = Registry(
+    'model',
+    parent=MMENGINE_MODELS,
+    scope='mmlocat',
+    locations=['mmlocat.models'])
+DATASETS = Registry(
+    'dataset',
+    parent=MMENGINE_DATASETS,
+    scope='mmlocat',
+    locations=['mmlocat.datasets'])
+TRANSFORMS = Registry(
+    'transform',
+    parent=MMENGINE_TRANSFORMS,
+    scope='mmlocat',
+    locations=['mmlocat.datasets'])
+METRICS = Registry(
+    'metric',
+    parent=MMENGINE_METRICS,
+    scope='mmlocat',
+    locations=['mmlocat.evaluation'])
+HOOKS = Registry(
+    'hook',
+    parent=MMENGINE_HOOKS,
+    scope='mmlocat',
+    locations=['mmlocat.engine'])
+OPTIM_WRAPPER_CONSTRUCTORS = Registry(
+    'optimizer wrapper constructor',
+    parent=MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS,
+    scope='mmlocat',
+    locations=['mmlocat.engine'])
+VISUALIZERS = Registry(
+    'visualizer',
+    parent=MMENGINE_VISUALIZERS,
+    scope='mmlocat',
+    locations=['mmlocat.visualization'])

@@ -1,0 +1,3 @@
+from .safe_load import allow_mmengine_checkpoint_globals
+
+__all__ = ['allow_mmengine_checkpoint_globals']

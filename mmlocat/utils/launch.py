@@ -1,0 +1,37 @@
+"""Launcher helpers shared by ``tools/train.py`` and ``tools/test.py``."""
+import os
+
+import torch
+import torch.distributed as dist
+from mmengine.config import Config
+
+__all__ = ['setup_cpu_distributed', 'enable_amp']
+
+
+def setup_cpu_distributed(cfg: Config, launcher: str) -> None:
+    """Start a gloo process group when launched without CUDA.
+
+    mmengine's ``init_dist`` always calls ``torch.cuda.set_device``, which
+    fails on CPU-only machines. Initialising the group here first makes the
+    Runner skip its own initialisation, so ``dist_train.sh`` also works on
+    CPU (tests, laptops). Does nothing when CUDA is available.
+    """
+    if launcher != 'pytorch' or torch.cuda.is_available():
+        return
+    if dist.is_available() and not dist.is_initialized():
+        dist.init_process_group(backend='gloo')
+    env_cfg = cfg.setdefault('env_cfg', {})
+    env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
+    os.environ.setdefault('LOCAL_RANK', '0')
+
+
+def enable_amp(cfg: Config) -> None:
+    """Switch the config's optimizer wrapper to mixed precision."""
+    optim_wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
+    if optim_wrapper == 'AmpOptimWrapper':
+        return
+    if optim_wrapper != 'OptimWrapper':
+        raise ValueError('--amp is only supported with OptimWrapper, '
+                         f'but the config uses {optim_wrapper}')
+    cfg.optim_wrapper.type = 'AmpOptimWrapper'
+    cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')

@@ -1,0 +1,103 @@
+"""Test (evaluate) a checkpoint with any OpenMMLab host.
+
+``--show-dir`` switches on the host's own visualization hook (mmseg
+``SegVisualizationHook``, mmdet ``DetVisualizationHook``, mmpretrain
+``VisualizationHook``); ``--out`` dumps the predictions as a pickle through
+mmengine's ``DumpResults``.
+"""
+import argparse
+import os
+import os.path as osp
+
+from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.evaluator import DumpResults
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+from mmlocat.utils.launch import setup_cpu_distributed
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Test (and eval) a model')
+    parser.add_argument('config', help='test config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--work-dir', help='the dir to save logs and metrics')
+    parser.add_argument(
+        '--out', help='dump predictions to this pickle file (.pkl)')
+    parser.add_argument(
+        '--show-dir', help='directory to write visualized predictions to')
+    parser.add_argument(
+        '--show', action='store_true', help='show predictions in a window')
+    parser.add_argument(
+        '--wait-time', type=float, default=2, help='seconds between shows')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings of the config, key=value pairs')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
+        parser.error('--out must be a .pkl or .pickle file')
+    return args
+
+
+def enable_visualization(cfg: Config, args: argparse.Namespace) -> None:
+    """Turn on the host's visualization hook for ``--show``/``--show-dir``."""
+    hook = cfg.get('default_hooks', {}).get('visualization', None)
+    if hook is None:
+        raise ValueError('--show/--show-dir need a `visualization` hook in '
+                         '`default_hooks` of the config')
+    hook_type = hook['type'].split('.')[-1]
+    if hook_type == 'VisualizationHook':  # mmpretrain
+        hook.update(enable=True, show=args.show, wait_time=args.wait_time)
+        if args.show_dir:
+            hook['out_dir'] = args.show_dir
+    else:  # mmseg SegVisualizationHook / mmdet DetVisualizationHook
+        hook.update(draw=True, show=args.show, wait_time=args.wait_time)
+        if args.show_dir and hook_type == 'DetVisualizationHook':
+            hook['test_out_dir'] = args.show_dir
+        elif args.show_dir:
+            cfg.visualizer['save_dir'] = args.show_dir
+    cfg.default_hooks.visualization = ConfigDict(hook)
+
+
+def main() -> None:
+    args = parse_args()
+    for path in (args.config, args.checkpoint):
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'file not found: {path}')
+    cfg = Config.fromfile(args.config)
+    cfg.launcher = args.launcher
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+    cfg.load_from = args.checkpoint
+    if args.show or args.show_dir:
+        enable_visualization(cfg, args)
+
+    setup_cpu_distributed(cfg, args.launcher)
+    if 'runner_type' in cfg:
+        runner = RUNNERS.build(cfg)
+    else:
+        runner = Runner.from_cfg(cfg)
+    if args.out is not None:
+        runner.test_evaluator.metrics.append(
+            DumpResults(out_file_path=args.out))
+    runner.test()
+
+
+if __name__ == '__main__':
+    main()
