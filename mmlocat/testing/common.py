@@ -1,0 +1,76 @@
+"""File helpers shared by the tiny-dataset writers.
+
+Writers must be byte-for-byte deterministic: images are encoded with fixed
+settings, JSON is dumped with a fixed layout and nothing records the time.
+"""
+import json
+import os
+import os.path as osp
+from typing import Any, Sequence, Tuple
+
+import numpy as np
+from PIL import Image
+
+__all__ = [
+    'image_rng', 'save_jpg', 'save_png', 'dump_json', 'evenly_spaced',
+    'check_sizes'
+]
+
+# Index of each split in the per-image seed, so that image i of a split is
+# the same whatever the number of images asked for.
+_SPLIT_INDEX = {'train': 0, 'val': 1}
+
+
+def image_rng(seed: int, split: str, index: int) -> np.random.Generator:
+    """Independent generator for image ``index`` of ``split``."""
+    return np.random.default_rng([int(seed), _SPLIT_INDEX[split], index])
+
+
+def _parent(path: str) -> None:
+    os.makedirs(osp.dirname(path) or '.', exist_ok=True)
+
+
+def save_jpg(path: str, image: np.ndarray) -> None:
+    """Save an ``(H, W, 3)`` uint8 RGB array as a JPEG."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError('save_jpg expects an (H, W, 3) uint8 array, got '
+                         f'{image.dtype} {image.shape}')
+    _parent(path)
+    Image.fromarray(image).save(path, format='JPEG', quality=95, subsampling=0)
+
+
+def save_png(path: str, label: np.ndarray) -> None:
+    """Save an ``(H, W)`` label map with values in [0, 255] as 8-bit PNG."""
+    if label.ndim != 2:
+        raise ValueError(f'save_png expects an (H, W) map, got {label.shape}')
+    if label.size and (label.min() < 0 or label.max() > 255):
+        raise ValueError('label values must lie in [0, 255], got '
+                         f'[{label.min()}, {label.max()}]')
+    _parent(path)
+    Image.fromarray(label.astype(np.uint8)).save(path, format='PNG')
+
+
+def dump_json(path: str, obj: Any) -> None:
+    """Dump JSON with a fixed layout (deterministic bytes)."""
+    _parent(path)
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(obj, f, sort_keys=False, separators=(',', ':'))
+
+
+def evenly_spaced(num_classes: int, k: int) -> Tuple[int, ...]:
+    """``k`` class ids spread evenly over ``range(num_classes)``."""
+    if not 0 < k <= num_classes:
+        raise ValueError(f'cannot pick {k} of {num_classes} classes')
+    return tuple(
+        int(v) for v in np.linspace(0, num_classes - 1, k).round().astype(int))
+
+
+def check_sizes(num_train: int, num_val: int,
+                img_size: Sequence[int]) -> Tuple[int, int]:
+    """Validate the common generator arguments; return ``(H, W)``."""
+    if num_train < 1 or num_val < 1:
+        raise ValueError('num_train and num_val must be >= 1, got '
+                         f'{num_train} and {num_val}')
+    if len(img_size) != 2 or min(img_size) < 16:
+        raise ValueError(f'img_size must be (h, w) >= 16, got {img_size}')
+    return int(img_size[0]), int(img_size[1])

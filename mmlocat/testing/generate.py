@@ -1,0 +1,122 @@
+"""One entry point for every tiny dataset format.
+
+``generate`` is idempotent: it writes a stamp file with its parameters last,
+and a second call with the same parameters returns the recorded paths
+without touching the files. A call with other parameters first deletes what
+the previous call (identified by its stamp) wrote, so no stale image can be
+picked up by a dataset that scans folders. It refuses to write over files
+it did not create.
+"""
+import json
+import os
+import os.path as osp
+import shutil
+from typing import Dict, Sequence
+
+from .common import dump_json
+from .imagenet_writer import IMAGENET_OWNED, write_imagenet
+from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
+                          write_ade20k, write_coco_stuff, write_pascal_context)
+
+__all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'generate']
+
+DATASET_KINDS = ('ade20k', 'coco_stuff', 'pascal_context', 'coco', 'lvis',
+                 'imagenet')
+
+# Sub-folder of a common root per kind, mirroring the ``data/`` layout the
+# upstream configs assume (``data/ade/ADEChallengeData2016``,
+# ``data/coco_stuff164k``, ``data/VOCdevkit/VOC2010``, ``data/coco``,
+# ``data/lvis_v1``, ``data/imagenet``).
+DEFAULT_SUBDIRS = dict(
+    ade20k='ade',
+    coco_stuff='coco_stuff164k',
+    pascal_context='',
+    coco='coco',
+    lvis='lvis_v1',
+    imagenet='imagenet')
+
+# Bump when the output of any writer changes, to invalidate old stamps.
+GENERATOR_VERSION = 1
+
+
+def _writer(kind: str):
+    if kind == 'ade20k':
+        return write_ade20k, ADE20K_OWNED
+    if kind == 'coco_stuff':
+        return write_coco_stuff, COCO_STUFF_OWNED
+    if kind == 'pascal_context':
+        return write_pascal_context, PASCAL_CONTEXT_OWNED
+    if kind == 'imagenet':
+        return write_imagenet, IMAGENET_OWNED
+    # The detection writers need pycocotools; import them only when used.
+    if kind == 'coco':
+        from .coco_writer import COCO_OWNED, write_coco
+        return write_coco, COCO_OWNED
+    if kind == 'lvis':
+        from .lvis_writer import LVIS_OWNED, write_lvis
+        return write_lvis, LVIS_OWNED
+    raise ValueError(
+        f'unknown dataset kind {kind!r}; choose from {DATASET_KINDS}')
+
+
+def _normalise(obj):
+    """What ``obj`` looks like after a JSON round trip."""
+    return json.loads(json.dumps(obj))
+
+
+def generate(kind: str,
+             root: str,
+             num_train: int = 4,
+             num_val: int = 2,
+             img_size: Sequence[int] = (64, 64),
+             seed: int = 0,
+             **options) -> Dict:
+    """Generate a tiny dataset of ``kind`` under ``root``.
+
+    Args:
+        kind: One of :data:`DATASET_KINDS`.
+        root: Directory to write into; the layout under it is that of the
+            real dataset (see each writer).
+        num_train, num_val: Images per split (per class for 'imagenet').
+        img_size: ``(H, W)`` of every image.
+        seed: Same arguments, same bytes.
+        **options: Extra keyword arguments of the writer (e.g.
+            ``segm_format='polygon'`` for 'coco', ``num_classes`` for
+            'imagenet' and 'lvis').
+
+    Returns:
+        dict: Paths written (``data_root`` plus kind-specific entries).
+    """
+    writer, owned = _writer(kind)
+    params = _normalise(
+        dict(
+            kind=kind,
+            num_train=num_train,
+            num_val=num_val,
+            img_size=list(img_size),
+            seed=seed,
+            options=options,
+            version=GENERATOR_VERSION))
+    stamp = osp.join(root, f'.mmlocat_tiny_{kind}.json')
+    if osp.isfile(stamp):
+        with open(stamp, encoding='utf-8') as f:
+            record = json.load(f)
+        if (record.get('params') == params
+                and osp.isdir(record['paths']['data_root'])):
+            return record['paths']
+        # Our own earlier output with other parameters: start afresh.
+        for name in owned:
+            shutil.rmtree(osp.join(root, name), ignore_errors=True)
+        os.remove(stamp)
+    else:
+        clash = [n for n in owned if osp.exists(osp.join(root, n))]
+        if clash:
+            raise FileExistsError(
+                f'{root} already holds {clash} not written by generate() '
+                f"(no stamp {osp.basename(stamp)}); use another root for "
+                f'the {kind!r} dataset or remove them')
+    os.makedirs(root, exist_ok=True)
+    paths = _normalise(
+        writer(root, num_train, num_val, tuple(img_size), seed, **options))
+    dump_json(stamp, dict(params=params, paths=paths))
+    return paths

@@ -1,0 +1,151 @@
+"""Tiny LVIS v1 dataset and its OV-LVIS base-only train file.
+
+Layout as mmdet's ``LVISV1Dataset`` reads it (the image path is the part of
+``coco_url`` after the host)::
+
+    root/train2017/%012d.jpg
+    root/val2017/%012d.jpg
+    root/annotations/lvis_v1_{train,val}.json
+    root/annotations/lvis_v1_train_norare.json    (OV-LVIS, no rare anns)
+
+Categories are the first ``num_classes`` LVIS v1 categories (real ids and
+names). Their ``frequency`` is NOT the real one: the generator assigns
+f, c, r in turn so that every group is present; ``image_count`` and
+``instance_count`` are counted on the generated train split. Images carry
+``not_exhaustive_category_ids`` and ``neg_category_ids`` as LVIS does.
+"""
+import os.path as osp
+from typing import Dict, Tuple
+
+import numpy as np
+
+from mmlocat.datasets.ov_lvis import make_ov_lvis_files
+from .coco_writer import VAL_ID_OFFSET, instance_annotations
+from .common import check_sizes, dump_json, image_rng, save_jpg
+from .shapes import draw_scene
+
+__all__ = ['LVIS_V1_FIRST_NAMES', 'LVIS_OWNED', 'write_lvis']
+
+LVIS_OWNED = ('train2017', 'val2017', 'annotations')
+
+# The first LVIS v1 categories, ids 1, 2, ... in order.
+LVIS_V1_FIRST_NAMES = ('aerosol_can', 'air_conditioner', 'airplane',
+                       'alarm_clock', 'alcohol', 'alligator', 'almond',
+                       'ambulance', 'amplifier', 'anklet', 'antenna', 'apple',
+                       'applesauce', 'apricot', 'apron', 'aquarium',
+                       'arctic_(type_of_shoe)', 'armband', 'armchair',
+                       'armoire', 'armor', 'artichoke', 'trash_can', 'ashtray')
+_FREQUENCIES = ('f', 'c', 'r')
+_FIXED_DATE = '2017-01-01 00:00:00'
+
+
+def _image_info(sub: str, image_id: int, hw, present, num_classes: int,
+                rng: np.random.Generator) -> Dict:
+    absent = [c for c in range(1, num_classes + 1) if c not in present]
+    neg = sorted(
+        int(c)
+        for c in rng.choice(absent, size=min(2, len(absent)),
+                            replace=False)) if absent else []
+    # Now and then one present category is marked "not exhaustively
+    # annotated", which LVIS evaluation treats specially.
+    not_exh = ([int(sorted(present)[0])]
+               if present and rng.random() < 0.3 else [])
+    file_name = f'{image_id:012d}.jpg'
+    return dict(
+        id=image_id,
+        coco_url=f'http://images.cocodataset.org/{sub}/{file_name}',
+        flickr_url='',
+        height=hw[0],
+        width=hw[1],
+        license=1,
+        date_captured=_FIXED_DATE,
+        not_exhaustive_category_ids=not_exh,
+        neg_category_ids=neg)
+
+
+def write_lvis(root: str,
+               num_train: int,
+               num_val: int,
+               img_size: Tuple[int, int],
+               seed: int,
+               num_classes: int = 12,
+               segm_format: str = 'polygon') -> Dict:
+    """Write a tiny LVIS v1 dataset and the OV-LVIS base-only train file.
+
+    Args:
+        root: Dataset root (the ``data_root`` of mmdet LVIS configs).
+        num_train, num_val: Images per split.
+        img_size: ``(H, W)`` of every image.
+        seed: Same seed, same bytes.
+        num_classes: Number of categories (at most 24).
+        segm_format: ``'polygon'`` (as LVIS ships) or ``'rle'``.
+    """
+    hw = check_sizes(num_train, num_val, img_size)
+    if not 3 <= num_classes <= len(LVIS_V1_FIRST_NAMES):
+        raise ValueError('num_classes must be in [3, '
+                         f'{len(LVIS_V1_FIRST_NAMES)}], got {num_classes}')
+    if segm_format not in ('rle', 'polygon'):
+        raise ValueError(
+            f"segm_format must be 'rle' or 'polygon', got {segm_format!r}")
+    cat_ids = list(range(1, num_classes + 1))
+    splits = {}
+    for split, num, offset in (('train', num_train, 1), ('val', num_val,
+                                                         VAL_ID_OFFSET)):
+        images, anns = [], []
+        sub = f'{split}2017'
+        for i in range(num):
+            rng = image_rng(seed, split, i)
+            scene = draw_scene(
+                rng, hw, object_classes=range(num_classes), num_objects=(1, 4))
+            image_id = offset + i
+            save_jpg(osp.join(root, sub, f'{image_id:012d}.jpg'), scene.image)
+            present = {cat_ids[int(k)] for k in scene.labels}
+            images.append(
+                _image_info(sub, image_id, hw, present, num_classes, rng))
+            anns += instance_annotations(
+                scene,
+                image_id,
+                offset * 100 + len(anns),
+                cat_ids,
+                segm_format,
+                iscrowd=False)
+        splits[split] = (images, anns)
+
+    train_anns = splits['train'][1]
+    categories = []
+    for cid in cat_ids:
+        mine = [a for a in train_anns if a['category_id'] == cid]
+        name = LVIS_V1_FIRST_NAMES[cid - 1]
+        # 'def' is a Python keyword, hence the dict literal.
+        categories.append({
+            'id': cid,
+            'name': name,
+            'synset': f'{name}.n.01',
+            'synonyms': [name],
+            # Generated, not the real LVIS definition or frequency.
+            'def': f'synthetic test category {name}',
+            'frequency': _FREQUENCIES[(cid - 1) % 3],
+            'image_count': len({a['image_id']
+                                for a in mine}),
+            'instance_count': len(mine)
+        })
+
+    ann_dir = osp.join(root, 'annotations')
+    paths = dict(data_root=root)
+    for split, (images, anns) in splits.items():
+        dump_json(
+            osp.join(ann_dir, f'lvis_v1_{split}.json'),
+            dict(
+                info=dict(
+                    description='mmlocat tiny synthetic LVIS v1',
+                    version='1.0',
+                    year=2017,
+                    date_created=_FIXED_DATE),
+                licenses=[dict(id=1, name='synthetic', url='')],
+                images=images,
+                annotations=anns,
+                categories=categories))
+        paths[f'{split}_ann_file'] = f'annotations/lvis_v1_{split}.json'
+    ov = make_ov_lvis_files(ann_dir, ann_dir)
+    paths['ov_train_ann_file'] = osp.relpath(ov['train'], root)
+    return paths

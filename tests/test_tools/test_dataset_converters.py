@@ -1,0 +1,51 @@
+"""The thin dataset CLIs in tools/dataset_converters/."""
+import json
+import os.path as osp
+import runpy
+import sys
+
+import pytest
+
+from mmlocat.testing import generate
+
+
+def _run(repo_root, script, argv, monkeypatch):
+    path = osp.join(repo_root, 'tools', 'dataset_converters', script)
+    monkeypatch.setattr(sys, 'argv', [path] + argv)
+    runpy.run_path(path, run_name='__main__')
+
+
+def test_make_tiny_datasets(repo_root, tmp_path, monkeypatch, capsys):
+    root = str(tmp_path / 'tiny')
+    argv = [
+        '--kinds', 'pascal_context', 'imagenet', '--root', root, '--num-train',
+        '1', '--num-val', '1', '--size', '32', '32'
+    ]
+    _run(repo_root, 'make_tiny_datasets.py', argv, monkeypatch)
+    out = capsys.readouterr().out
+    voc = osp.join(root, 'VOCdevkit', 'VOC2010')
+    assert f'data_root: {voc}' in out
+    assert osp.isfile(
+        osp.join(voc, 'ImageSets', 'SegmentationContext', 'val.txt'))
+    assert osp.isfile(osp.join(root, 'imagenet', 'meta', 'train.txt'))
+
+
+def test_make_ov_coco_and_lvis(repo_root, tmp_path, monkeypatch, capsys):
+    generate('coco', str(tmp_path / 'coco'), 2, 1, (32, 32))
+    generate('lvis', str(tmp_path / 'lvis'), 2, 1, (32, 32))
+    out_dir = tmp_path / 'out'
+    _run(repo_root, 'make_ov_coco.py',
+         [str(tmp_path / 'coco' / 'annotations'),
+          str(out_dir)], monkeypatch)
+    _run(repo_root, 'make_ov_lvis.py',
+         [str(tmp_path / 'lvis' / 'annotations'),
+          str(out_dir)], monkeypatch)
+    out = capsys.readouterr().out
+    for name in ('instances_train2017_seen_2.json',
+                 'instances_val2017_all_2.json', 'lvis_v1_train_norare.json'):
+        assert name in out
+        with open(out_dir / name) as f:
+            assert json.load(f)['categories']
+    with pytest.raises(FileNotFoundError):
+        _run(repo_root, 'make_ov_coco.py',
+             [str(tmp_path), str(out_dir)], monkeypatch)
