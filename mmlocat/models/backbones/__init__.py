@@ -1,1 +1,5 @@
-__all__ = []
+from .clip_vit import CLIPViT
+from .last_vit import LaStViT
+from .locat_vit import LocAtViT, resample_abs_pos_embed
+
+__all__ = ['LocAtViT', 'resample_abs_pos_embed', 'LaStViT', 'CLIPViT']

@@ -1,0 +1,5 @@
+# Plain ViT-B twin of locat-b_8xb128_in1k.py: the identical recipe and
+# network with GAug and PRR switched off.
+_base_ = './locat-b_8xb128_in1k.py'
+
+model = dict(backbone=dict(gaug=False, prr=False))

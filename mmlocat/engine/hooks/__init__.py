@@ -1,0 +1,3 @@
+from .gaug_stats_hook import GAugStatsHook
+
+__all__ = ['GAugStatsHook']

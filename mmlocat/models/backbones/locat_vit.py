@@ -1,0 +1,367 @@
+"""LocAtViT: a ViT with Gaussian-augmented attention and PRR.
+
+`Locality-Attending Vision Transformer <https://arxiv.org/abs/2603.04892>`_
+(Hajimiri et al., ICLR 2026). Follows the authors' timm-based public code
+(sinahmr/LocAtViT), which the published checkpoints were trained with:
+token layout ``[CLS, registers, patches]``, position embeddings over all of
+them, timm-style resampling of the patch part at other input sizes.
+Built on mmpretrain's :class:`VisionTransformer` the way ``ViTEVA02`` is.
+"""
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from mmengine.model import ModuleList
+from mmpretrain.models.backbones import VisionTransformer
+from torch import nn
+
+from mmlocat.registry import MODELS
+from ..layers.prr import PRR
+from .locat_layers import LocAtEncoderLayer
+
+__all__ = ['LocAtViT', 'resample_abs_pos_embed']
+
+
+def resample_abs_pos_embed(pos_embed: torch.Tensor,
+                           src_hw: Sequence[int],
+                           dst_hw: Sequence[int],
+                           num_prefix_tokens: int,
+                           mode: str = 'bicubic',
+                           antialias: bool = True) -> torch.Tensor:
+    """Resample the patch part of a (1, P + H*W, C) position embedding.
+
+    The ``P`` prefix embeddings are kept; the grid part is interpolated in
+    float32 with ``align_corners=False`` and (for bilinear / bicubic)
+    antialiasing, as timm's ``resample_abs_pos_embed`` does, which is what
+    LocAtViT checkpoints were trained and evaluated with.
+
+    Args:
+        pos_embed: Embedding of shape (1, P + H*W, C).
+        src_hw: Its grid ``(H, W)``.
+        dst_hw: The wanted grid.
+        num_prefix_tokens: ``P``.
+        mode: Interpolation mode.
+        antialias: Antialias (ignored for modes that do not support it).
+
+    Returns:
+        Embedding of shape (1, P + H'*W', C) in the input dtype.
+    """
+    src_hw, dst_hw = tuple(src_hw), tuple(dst_hw)
+    if src_hw == dst_hw:
+        return pos_embed
+    if pos_embed.dim() != 3 or (pos_embed.shape[1]
+                                != num_prefix_tokens + src_hw[0] * src_hw[1]):
+        raise ValueError(
+            f'pos_embed of shape {tuple(pos_embed.shape)} does not match '
+            f'{num_prefix_tokens} prefix tokens and a {src_hw} grid')
+    channels = pos_embed.shape[-1]
+    prefix = pos_embed[:, :num_prefix_tokens]
+    grid = pos_embed[:, num_prefix_tokens:].float()
+    grid = grid.reshape(1, *src_hw, channels).permute(0, 3, 1, 2)
+    smooth = mode in ('bilinear', 'bicubic')
+    grid = F.interpolate(
+        grid,
+        size=dst_hw,
+        mode=mode,
+        align_corners=False if smooth else None,
+        antialias=antialias and smooth)
+    grid = grid.permute(0, 2, 3, 1).reshape(1, -1, channels)
+    return torch.cat((prefix, grid.to(pos_embed.dtype)), dim=1)
+
+
+@MODELS.register_module()
+class LocAtViT(VisionTransformer):
+    """Locality-Attending Vision Transformer.
+
+    A plain ViT plus GAug (a learnable Gaussian bias on the attention
+    logits of every block) and PRR (a parameter-free self-attention before
+    the classification pooling).
+
+    Args:
+        arch: 't'/'tiny', 's'/'small', 'b'/'base', 'l'/'large' or a dict
+            with ``embed_dims``, ``num_layers``, ``num_heads`` and
+            ``feedforward_channels``.
+        img_size: Training input size; fixes the position-embedding grid
+            and the GAug constants (variance cap, eps, clamp).
+        patch_size: Patch size.
+        in_channels: Input channels.
+        out_indices: Blocks whose output is returned.
+        out_type: 'cls_token', 'avg_featmap', 'featmap' or 'raw'. Defaults
+            to 'cls_token' with CLS pooling and 'avg_featmap' with GAP.
+            PRR runs for the pooled outputs only; 'featmap' / 'raw' are the
+            block outputs (after the final norm for the last block).
+        pooling: 'cls' (CLS token, final LayerNorm) or 'gap' (no CLS token,
+            no final norm, LayerNorm after averaging the patch tokens, as
+            timm's ``global_pool='avg'``).
+        gaug: Gaussian-augmented attention in every block.
+        prr: Patch representation refinement before pooling.
+        gaug_clamp: Clamp GAug's distance terms (turn off to visualise).
+        num_register_tokens: Register tokens after the CLS token.
+        use_pos_embed: Learned absolute position embedding (``False`` is the
+            paper's no-position-embedding ablation).
+        drop_rate: Dropout rate.
+        attn_drop_rate: Dropout on attention weights.
+        drop_path_rate: Stochastic depth rate (linear over the blocks).
+        qkv_bias: Bias in the qkv projections.
+        norm_cfg: Norm layers.
+        final_norm: Final LayerNorm; defaults to ``pooling == 'cls'``.
+        frozen_stages: Freeze the stem and this many blocks (-1: none).
+        interpolate_mode: Position-embedding resampling mode.
+        pos_embed_antialias: Antialias the resampling (timm behaviour).
+        patch_cfg: Extra patch-embedding config. Inputs that are not a
+            multiple of the patch size are padded (mmcv ``PatchEmbed``).
+        layer_cfgs: Extra config for every (dict) or each (list) block.
+        pretrained: Checkpoint path injected by mmseg; becomes
+            ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
+        init_cfg: Initialisation config.
+    """
+    arch_zoo = {
+        **dict.fromkeys(
+            ['t', 'tiny'], {
+                'embed_dims': 192,
+                'num_layers': 12,
+                'num_heads': 3,
+                'feedforward_channels': 192 * 4
+            }),
+        **dict.fromkeys(
+            ['s', 'small'], {
+                'embed_dims': 384,
+                'num_layers': 12,
+                'num_heads': 6,
+                'feedforward_channels': 384 * 4
+            }),
+        **dict.fromkeys(
+            ['b', 'base'], {
+                'embed_dims': 768,
+                'num_layers': 12,
+                'num_heads': 12,
+                'feedforward_channels': 768 * 4
+            }),
+        **dict.fromkeys(
+            ['l', 'large'], {
+                'embed_dims': 1024,
+                'num_layers': 24,
+                'num_heads': 16,
+                'feedforward_channels': 1024 * 4
+            }),
+    }
+    POOLINGS = ('cls', 'gap')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'base',
+                 img_size: Union[int, Sequence[int]] = 224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 out_type: Optional[str] = None,
+                 pooling: str = 'cls',
+                 gaug: bool = True,
+                 prr: bool = True,
+                 gaug_clamp: bool = True,
+                 num_register_tokens: int = 0,
+                 use_pos_embed: bool = True,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 qkv_bias: bool = True,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 final_norm: Optional[bool] = None,
+                 frozen_stages: int = -1,
+                 interpolate_mode: str = 'bicubic',
+                 pos_embed_antialias: bool = True,
+                 patch_cfg: dict = dict(),
+                 layer_cfgs: Union[dict, Sequence[dict]] = dict(),
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, list]] = None) -> None:
+        if pooling not in self.POOLINGS:
+            raise ValueError(f'pooling must be one of {self.POOLINGS}, got '
+                             f'{pooling!r}')
+        if out_type is None:
+            out_type = 'cls_token' if pooling == 'cls' else 'avg_featmap'
+        if pooling == 'gap' and out_type == 'cls_token':
+            raise ValueError("out_type='cls_token' needs a CLS token; with "
+                             "pooling='gap' use out_type='avg_featmap'")
+        if num_register_tokens < 0:
+            raise ValueError('num_register_tokens must be >= 0, got '
+                             f'{num_register_tokens}')
+        if pretrained is not None:
+            if init_cfg is not None:
+                raise ValueError('give either `pretrained` or `init_cfg`, '
+                                 'not both')
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        if final_norm is None:
+            final_norm = pooling == 'cls'
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        super().__init__(
+            arch=arch,
+            img_size=img_size,
+            patch_size=patch_size,
+            in_channels=in_channels,
+            out_indices=list(out_indices),
+            drop_rate=drop_rate,
+            drop_path_rate=drop_path_rate,
+            qkv_bias=qkv_bias,
+            norm_cfg=norm_cfg,
+            final_norm=final_norm,
+            out_type=out_type,
+            with_cls_token=pooling == 'cls',
+            frozen_stages=-1,
+            interpolate_mode=interpolate_mode,
+            patch_cfg=patch_cfg,
+            init_cfg=init_cfg)
+        self.pooling = pooling
+        self.num_heads = self.arch_settings['num_heads']
+        self.pos_embed_antialias = pos_embed_antialias
+        self.num_register_tokens = num_register_tokens
+        self.num_extra_tokens = int(pooling == 'cls') + num_register_tokens
+
+        self.reg_token = nn.Parameter(
+            torch.zeros(1, num_register_tokens,
+                        self.embed_dims)) if num_register_tokens else None
+        num_patches = self.patch_resolution[0] * self.patch_resolution[1]
+        # Replaces the parent's: it also covers the register tokens (timm).
+        self.pos_embed = nn.Parameter(
+            torch.zeros(1, self.num_extra_tokens + num_patches,
+                        self.embed_dims)) if use_pos_embed else None
+
+        dpr = np.linspace(0, drop_path_rate, self.num_layers)
+        if isinstance(layer_cfgs, dict):
+            layer_cfgs = [layer_cfgs] * self.num_layers
+        if len(layer_cfgs) != self.num_layers:
+            raise ValueError(f'layer_cfgs has {len(layer_cfgs)} entries for '
+                             f'{self.num_layers} layers')
+        self.layers = ModuleList()
+        for i in range(self.num_layers):
+            _layer_cfg = dict(
+                embed_dims=self.embed_dims,
+                num_heads=self.num_heads,
+                feedforward_channels=self.
+                arch_settings['feedforward_channels'],
+                grid_size=self.patch_resolution,
+                num_prefix_tokens=self.num_extra_tokens,
+                gaug=gaug,
+                gaug_clamp=gaug_clamp,
+                drop_rate=drop_rate,
+                attn_drop_rate=attn_drop_rate,
+                drop_path_rate=float(dpr[i]),
+                qkv_bias=qkv_bias,
+                norm_cfg=norm_cfg)
+            _layer_cfg.update(layer_cfgs[i])
+            self.layers.append(LocAtEncoderLayer(**_layer_cfg))
+
+        self.prr = PRR(self.num_heads) if prr else None
+
+        self.frozen_stages = frozen_stages
+        if self.frozen_stages > 0:
+            self._freeze_stages()
+
+    def init_weights(self) -> None:
+        super().init_weights()
+        pretrained = (
+            isinstance(self.init_cfg, dict)
+            and self.init_cfg.get('type') == 'Pretrained')
+        if not pretrained and self.reg_token is not None:
+            nn.init.normal_(self.reg_token, std=1e-6)
+
+    def _prepare_pos_embed(self, state_dict: dict, prefix: str, *args,
+                           **kwargs) -> None:
+        """Resize a checkpoint's ``pos_embed`` to this model on loading."""
+        name = prefix + 'pos_embed'
+        if name not in state_dict or self.pos_embed is None:
+            return
+        ckpt = state_dict[name]
+        if ckpt.shape == self.pos_embed.shape or ckpt.dim() != 3:
+            return  # equal, or let load_state_dict report the mismatch
+        num_prefix = self.num_extra_tokens
+        length = ckpt.shape[1]
+        if (self.cls_token is None and not _is_square(length - num_prefix)
+                and _is_square(length - num_prefix - 1)):
+            # The checkpoint has a CLS embedding this model does not use.
+            ckpt = ckpt[:, 1:]
+            length -= 1
+        if not _is_square(length - num_prefix):
+            raise ValueError(
+                f'cannot resize pos_embed of shape {tuple(ckpt.shape)} '
+                f'from the checkpoint: with {num_prefix} prefix tokens its '
+                f'{length - num_prefix} patch positions are not a square '
+                'grid (different number of CLS/register tokens?)')
+        side = math.isqrt(length - num_prefix)
+        from mmengine.logging import MMLogger
+        MMLogger.get_current_instance().info(
+            f'Resize the pos_embed shape from {tuple(state_dict[name].shape)}'
+            f' to {tuple(self.pos_embed.shape)}.')
+        state_dict[name] = resample_abs_pos_embed(
+            ckpt, (side, side),
+            self.patch_resolution,
+            num_prefix,
+            mode=self.interpolate_mode,
+            antialias=self.pos_embed_antialias)
+
+    def _freeze_stages(self) -> None:
+        super()._freeze_stages()
+        if self.reg_token is not None:
+            self.reg_token.requires_grad = False
+
+    def train(self, mode: bool = True) -> 'LocAtViT':
+        super().train(mode)
+        if mode and self.frozen_stages > 0:
+            self._freeze_stages()  # keep frozen parts in eval mode
+        return self
+
+    def get_layer_depth(self,
+                        param_name: str,
+                        prefix: str = '') -> Tuple[int, int]:
+        """Layer depth for layer-wise lr decay (GAug: its block's depth)."""
+        if param_name == prefix + 'reg_token':
+            return 0, self.num_layers + 2
+        return super().get_layer_depth(param_name, prefix)
+
+    def _pos_embed_for(self, hw: Tuple[int, int]) -> torch.Tensor:
+        return resample_abs_pos_embed(
+            self.pos_embed,
+            self.patch_resolution,
+            hw,
+            self.num_extra_tokens,
+            mode=self.interpolate_mode,
+            antialias=self.pos_embed_antialias)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """Forward images (B, C, H, W); returns one output per index."""
+        batch = x.shape[0]
+        x, hw = self.patch_embed(x)
+        hw = tuple(hw)
+        tokens = [
+            t.expand(batch, -1, -1) for t in (self.cls_token, self.reg_token)
+            if t is not None
+        ]
+        x = torch.cat(tokens + [x], dim=1)
+        if self.pos_embed is not None:
+            x = x + self._pos_embed_for(hw)
+        x = self.drop_after_pos(x)
+        x = self.pre_norm(x)
+
+        outs = []
+        for i, layer in enumerate(self.layers):
+            x = layer(x, hw)
+            if i == len(self.layers) - 1 and self.final_norm:
+                x = self.ln1(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, hw))
+        return tuple(outs)
+
+    def _format_output(self, x: torch.Tensor, hw: tuple) -> torch.Tensor:
+        if self.out_type in ('raw', 'featmap'):
+            return super()._format_output(x, hw)
+        # Pooled (classification) outputs see the tokens after PRR.
+        if self.prr is not None:
+            x = self.prr(x)
+        if self.out_type == 'cls_token':
+            return x[:, 0]
+        return self.ln2(x[:, self.num_extra_tokens:].mean(dim=1))
+
+
+def _is_square(n: int) -> bool:
+    return n > 0 and math.isqrt(n)**2 == n

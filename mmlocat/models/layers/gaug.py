@@ -1,0 +1,227 @@
+"""GAug: the Gaussian attention bias of LocAtViT.
+
+`Locality-Attending Vision Transformer <https://arxiv.org/abs/2603.04892>`_
+(Hajimiri et al., ICLR 2026). Every block adds to its *already scaled*
+attention logits a bias ``S`` that favours spatially close patches::
+
+    S[p, t] = alpha_p * exp(-1/2 * sum_m (c_pm - c_tm)^2 / (var_pm + eps))
+
+where ``c`` are integer grid indices, and the per-axis variance ``var_p``
+and the amplitude ``alpha_p`` are predicted from the raw query of patch
+``p`` (per head, with one pair of linear layers shared by all heads).
+Prefix tokens (CLS, registers) get zero rows and columns.
+
+The numbers follow the authors' public (timm based) implementation, which
+the published checkpoints were trained with; the code here is written
+independently. Pure torch: no OpenMMLab import.
+"""
+import math
+from functools import lru_cache
+from typing import Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ['GaussianAugment', 'gaug_attention', 'gaug_eps', 'gaug_clamp_value']
+
+# fp16 safety margin of the public code: half of fp16's largest value.
+_FP16_HALF_MAX = 65000 / 2
+# The clamp never goes below this, so the division by the smallest eps
+# stays representable in fp16.
+_CLAMP_FLOOR = -6550.
+
+
+def gaug_eps(grid_size: Sequence[int]) -> float:
+    """Variance offset: 0.1, doubled until the division is fp16-safe.
+
+    The largest numerator is ``0.5 * (max(H0, W0) - 1) ** 2``; it divided by
+    ``eps ** 2`` (its gradient) must stay below half of fp16's maximum.
+
+    Args:
+        grid_size: The patch grid ``(H0, W0)`` at the training resolution.
+
+    Returns:
+        The ``eps`` added to the predicted variance.
+    """
+    eps = 0.1
+    numerator = 0.5 * (max(grid_size) - 1)**2
+    while numerator / eps**2 > _FP16_HALF_MAX:
+        eps *= 2
+    return eps
+
+
+def gaug_clamp_value(grid_size: Sequence[int]) -> float:
+    """Lower bound of each per-axis term ``-1/2 * delta^2``.
+
+    A no-op at the training grid; at larger grids offsets beyond
+    ``max(H0, W0) - 1`` patches count as that offset.
+    """
+    return max(-0.5 * (max(grid_size) - 1)**2, _CLAMP_FLOOR)
+
+
+@lru_cache(maxsize=32)
+def _axis_terms(length: int, clamp_value: Optional[float],
+                device: torch.device) -> torch.Tensor:
+    """``-1/2 * (i - j)^2`` for ``i, j < length``, clamped below, float32.
+
+    Cached per (length, clamp, device); the result is read-only for callers.
+    Created outside inference mode so that a first call under
+    ``torch.inference_mode`` does not poison later training steps.
+    """
+    with torch.inference_mode(False):
+        idx = torch.arange(length, device=device, dtype=torch.float32)
+        terms = -0.5 * (idx[:, None] - idx[None, :])**2
+        if clamp_value is not None:
+            terms = terms.clamp(min=clamp_value)
+    return terms
+
+
+class GaussianAugment(nn.Module):
+    """Predicts the Gaussian attention bias of one block.
+
+    Args:
+        head_dims: Channels per attention head ``d``.
+        grid_size: Patch grid ``(H0, W0)`` at the *training* resolution. The
+            variance cap ``c = max(H0, W0)^2``, ``eps`` and the clamp are
+            derived from it and never change with the input size.
+        num_prefix_tokens: Tokens before the patches (CLS + registers).
+        clamp: Clamp each per-axis term at :func:`gaug_clamp_value`. Turn it
+            off for attention visualisation.
+    """
+
+    def __init__(self,
+                 head_dims: int,
+                 grid_size: Sequence[int],
+                 num_prefix_tokens: int = 1,
+                 clamp: bool = True) -> None:
+        super().__init__()
+        grid_size = tuple(int(s) for s in grid_size)
+        if len(grid_size) != 2 or min(grid_size) < 1:
+            raise ValueError(f'grid_size must be (H0, W0) with positive '
+                             f'sides, got {grid_size}')
+        if num_prefix_tokens < 0:
+            raise ValueError('num_prefix_tokens must be >= 0, got '
+                             f'{num_prefix_tokens}')
+        self.head_dims = head_dims
+        self.grid_size = grid_size
+        self.num_prefix_tokens = num_prefix_tokens
+        self.clamp = clamp
+        self.cap = float(max(grid_size)**2)
+        # The shift makes f(0) = 1; the public code uses no shift for c <= 2.
+        self.shift = math.log(self.cap - 1) if self.cap > 2 else 0.
+        self.eps = gaug_eps(grid_size)
+
+        self.log_var = nn.Linear(head_dims, 2)
+        self.log_alpha = nn.Linear(head_dims, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Small weights, zero bias: var starts at ~1 and alpha at ~ln 2."""
+        for layer in (self.log_var, self.log_alpha):
+            nn.init.trunc_normal_(layer.weight, std=.02)
+            nn.init.zeros_(layer.bias)
+
+    def extra_repr(self) -> str:
+        return (f'head_dims={self.head_dims}, grid_size={self.grid_size}, '
+                f'num_prefix_tokens={self.num_prefix_tokens}, '
+                f'clamp={self.clamp}, eps={self.eps}')
+
+    def _check(self, q: torch.Tensor, hw: Sequence[int]) -> Tuple[int, int]:
+        if q.dim() != 4 or q.shape[-1] != self.head_dims:
+            raise ValueError(f'expected q of shape (B, heads, N, '
+                             f'{self.head_dims}), got {tuple(q.shape)}')
+        h, w = (int(s) for s in hw)
+        if q.shape[2] != self.num_prefix_tokens + h * w:
+            raise ValueError(
+                f'q has {q.shape[2]} tokens but the grid {h}x{w} with '
+                f'{self.num_prefix_tokens} prefix tokens needs '
+                f'{self.num_prefix_tokens + h * w}')
+        return h, w
+
+    def variance_and_alpha(
+            self, q_patch: torch.Tensor,
+            hw: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Per-query variance (2 axes) and amplitude, in float32.
+
+        Args:
+            q_patch: Raw queries of the patch tokens, (B, heads, H*W, d).
+            hw: The actual patch grid ``(H, W)``.
+
+        Returns:
+            ``var`` (B, heads, H*W, 2) (row, col) and ``alpha``
+            (B, heads, H*W, 1).
+        """
+        z_var = self.log_var(q_patch)
+        z_alpha = self.log_alpha(q_patch)
+        with torch.autocast(device_type=q_patch.device.type, enabled=False):
+            var = self.cap * torch.sigmoid(z_var.float() - self.shift)
+            if tuple(hw) != self.grid_size:
+                # Other grids rescale the Gaussian linearly in the side.
+                var = var * (min(hw) / min(self.grid_size))
+            alpha = F.softplus(z_alpha.float())
+        return var, alpha
+
+    def compute_bias(self, q: torch.Tensor, hw: Sequence[int]) -> torch.Tensor:
+        """The attention bias ``S``.
+
+        Args:
+            q: Raw per-head queries (before the ``1/sqrt(d)`` scale),
+                (B, heads, N, d) with ``N = num_prefix_tokens + H*W``.
+            hw: The actual patch grid ``(H, W)`` of this input.
+
+        Returns:
+            ``S`` of shape (B, heads, N, N) in ``q.dtype``, zero in the
+            prefix rows and columns.
+        """
+        h, w = self._check(q, hw)
+        num_prefix = self.num_prefix_tokens
+        var, alpha = self.variance_and_alpha(q[:, :, num_prefix:], (h, w))
+        clamp_value = (
+            gaug_clamp_value(self.grid_size) if self.clamp else None)
+        rows = _axis_terms(h, clamp_value, q.device)
+        cols = _axis_terms(w, clamp_value, q.device)
+        # Query p sits at (p // w, p % w) in raster order.
+        row_of = torch.arange(h, device=q.device).repeat_interleave(w)
+        col_of = torch.arange(w, device=q.device).repeat(h)
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            # The exponent is separable: (rows term) + (cols term), so the
+            # (H*W)^2 x 2 offset table is never materialised.
+            row_exp = rows[row_of] / (var[..., 0:1] + self.eps)
+            col_exp = cols[col_of] / (var[..., 1:2] + self.eps)
+            exponent = row_exp[..., :, None] + col_exp[..., None, :]
+            gauss = torch.exp(exponent.flatten(-2))
+            bias = alpha * gauss
+        if num_prefix:
+            bias = F.pad(bias, (num_prefix, 0, num_prefix, 0))
+        return bias.to(q.dtype)
+
+    def forward(self, q: torch.Tensor, hw: Sequence[int]) -> torch.Tensor:
+        """Alias of :meth:`compute_bias`."""
+        return self.compute_bias(q, hw)
+
+
+def gaug_attention(q: torch.Tensor,
+                   k: torch.Tensor,
+                   v: torch.Tensor,
+                   gaug: Optional[GaussianAugment],
+                   hw: Sequence[int],
+                   attn_drop_p: float = 0.) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d) + S) v`` with the GAug bias ``S``.
+
+    The single entry point of the Gaussian-augmented attention, so a faster
+    exact kernel can replace the dense bias without touching the callers.
+
+    Args:
+        q, k, v: Per-head tensors (B, heads, N, d); ``q`` is the raw query.
+        gaug: The bias module, or ``None`` for plain attention.
+        hw: The actual patch grid ``(H, W)``.
+        attn_drop_p: Dropout on the attention weights (0 in eval).
+
+    Returns:
+        The attention output (B, heads, N, d).
+    """
+    # Through the module call, so forward hooks (e.g. GAugStatsHook) see it.
+    bias = gaug(q, hw) if gaug is not None else None
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=bias, dropout_p=attn_drop_p)

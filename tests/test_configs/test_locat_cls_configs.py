@@ -1,0 +1,129 @@
+"""Every classification config in configs/locat/ loads and builds, and each
+plain-ViT twin differs from its LocAtViT config only in gaug/prr."""
+import copy
+import glob
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import DefaultScope
+
+import mmlocat  # noqa: F401
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CFG_DIR = osp.join(REPO, 'configs', 'locat')
+CLS_CONFIGS = sorted(
+    osp.basename(p)
+    for pattern in ('locat-*_in1k.py', 'vit-*_in1k.py', 'locat-t_cifar100.py',
+                    'vit-t_cifar100.py', 'locat-t_mini-imagenet.py',
+                    'vit-t_mini-imagenet.py')
+    for p in glob.glob(osp.join(CFG_DIR, pattern)))
+TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+EXPECTED = {
+    'locat-t_8xb128_in1k.py': ('t', 0.1, 192),
+    'locat-s_8xb128_in1k.py': ('s', 0.2, 384),
+    'locat-b_8xb128_in1k.py': ('b', 0.4, 768),
+}
+
+_LOADED = {}
+
+
+def load(name: str) -> Config:
+    """Load once per session (resolving mmpretrain:: bases is slow)."""
+    if name not in _LOADED:
+        _LOADED[name] = Config.fromfile(osp.join(CFG_DIR, name))
+    return copy.deepcopy(_LOADED[name])
+
+
+def test_expected_configs_exist():
+    for arch in 'tsb':
+        for kind in ('locat', 'vit'):
+            assert f'{kind}-{arch}_8xb128_in1k.py' in CLS_CONFIGS
+    for data in ('cifar100', 'mini-imagenet'):
+        assert f'locat-t_{data}.py' in CLS_CONFIGS
+        assert f'vit-t_{data}.py' in CLS_CONFIGS
+
+
+@pytest.mark.parametrize('name', CLS_CONFIGS)
+def test_config_loads_and_model_builds(name):
+    from mmpretrain.registry import MODELS
+    cfg = load(name)
+    assert cfg.custom_imports == dict(
+        imports=['mmlocat'], allow_failed_imports=False)
+    assert cfg.default_scope == 'mmpretrain'
+    assert cfg.model.backbone.type == 'mmlocat.LocAtViT'
+    assert cfg.data_preprocessor.mean == [127.5] * 3
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.backbone.arch = TINY  # building B/L for real is slow
+    model_cfg.head.in_channels = 32
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        model = MODELS.build(model_cfg)
+    gaug = name.startswith('locat')
+    assert (model.backbone.layers[0].attn.gaug is not None) == gaug
+    assert (model.backbone.prr is not None) == gaug
+    out = model(torch.rand(1, 3, 32, 32), mode='tensor')
+    assert out.shape == (1, cfg.model.head.num_classes)
+
+
+@pytest.mark.parametrize('name', [n for n in CLS_CONFIGS if n[:3] == 'vit'])
+def test_twins_share_the_recipe(name):
+    vit = load(name).to_dict()
+    locat = load(name.replace('vit', 'locat', 1)).to_dict()
+    for cfg, flag in ((vit, False), (locat, True)):
+        assert cfg['model']['backbone'].pop('gaug') is flag
+        assert cfg['model']['backbone'].pop('prr') is flag
+    assert vit == locat
+
+
+def test_recipe_values():
+    for name, (arch, dpr, dims) in EXPECTED.items():
+        cfg = load(name)
+        assert cfg.model.backbone.arch == arch
+        assert cfg.model.backbone.drop_path_rate == dpr
+        assert cfg.model.head.in_channels == dims
+    cfg = load('locat-t_8xb128_in1k.py')
+    assert cfg.train_cfg.max_epochs == 300
+    assert cfg.train_dataloader.batch_size * 8 == 1024
+    assert cfg.auto_scale_lr.base_batch_size == 1024
+    assert cfg.optim_wrapper.type == 'AmpOptimWrapper'
+    assert cfg.optim_wrapper.optimizer.lr == 1e-3
+    assert cfg.optim_wrapper.optimizer.weight_decay == 0.05
+    assert cfg.optim_wrapper.clip_grad.max_norm == 5.0
+    warmup, decay = cfg.param_scheduler
+    assert (warmup.type, warmup.end, decay.begin, decay.end) == ('LinearLR',
+                                                                 20, 20, 300)
+    assert [a.alpha for a in cfg.model.train_cfg.augments] == [0.8, 1.0]
+    assert cfg.model.head.loss.label_smooth_val == 0.1
+    steps = {t.type: t for t in cfg.train_dataloader.dataset.pipeline}
+    assert steps['RandomErasing'].erase_prob == 0.25
+    assert steps['RandAugment'].magnitude_level == 9
+    assert steps['RandAugment'].magnitude_std == 0.5
+    for name in ('locat-t_cifar100.py', 'locat-t_mini-imagenet.py'):
+        cfg = load(name)
+        assert cfg.train_cfg.max_epochs == 600
+        assert cfg.optim_wrapper.optimizer.lr == 5e-4
+        assert cfg.param_scheduler[0].end == 120
+        assert cfg.model.head.num_classes == 100
+
+
+@pytest.mark.parametrize('name', [
+    'locat-t_8xb128_in1k.py', 'locat-t_cifar100.py', 'locat-t_mini-imagenet.py'
+])
+def test_pipelines_run(name):
+    from mmengine.dataset import Compose
+    cfg = load(name)
+    rng = np.random.default_rng(0)
+    for loader, size in ((cfg.train_dataloader, 224), (cfg.val_dataloader,
+                                                       224)):
+        steps = [
+            t for t in loader.dataset.pipeline
+            if t.type != 'LoadImageFromFile'  # feed a decoded image instead
+        ]
+        shape = (32, 32, 3) if 'cifar' in name else (300, 400, 3)
+        img = rng.integers(0, 256, shape, dtype=np.uint8)
+        with DefaultScope.overwrite_default_scope(cfg.default_scope):
+            pipeline = Compose(steps)
+        out = pipeline(dict(img=img, img_shape=shape[:2], gt_label=1))
+        assert tuple(out['inputs'].shape) == (3, size, size)
