@@ -1,0 +1,228 @@
+"""LaSt-ViT: a Vision Transformer whose global token is LazyStrike pooling.
+
+"Vision Transformers Need More Than Registers" (Shi, Yu, Yang, CVPR 2026),
+https://arxiv.org/abs/2602.22394; public code ChengShiest/LAST-ViT. Built on
+mmpretrain's :class:`~mmpretrain.models.backbones.VisionTransformer`, so the
+parameter names (``layers.i.ln1``, ``attn.qkv``, ``ffn.layers.*``) and
+position-embedding resizing are the parent's and the model has no new
+parameters: only the global token changes.
+"""
+import os.path as osp
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from mmengine.logging import MMLogger
+from mmpretrain.models.backbones import VisionTransformer
+from mmpretrain.models.utils import resize_pos_embed
+from torch import Tensor
+
+from mmlocat.registry import MODELS
+from mmlocat.utils.checkpoint_io import (load_state_dict_reported,
+                                         read_state_dict)
+from ..layers import LazyStrikePool, patch_score
+
+__all__ = ['LaStViT']
+
+
+@MODELS.register_module()
+class LaStViT(VisionTransformer):
+    """Vision Transformer with LazyStrike pooling (LaSt-ViT).
+
+    The CLS input token stays in the sequence, but with
+    ``pooling='lazy_strike'`` its output is unused: the global token is the
+    LazyStrike pooling of the final-norm patch tokens. ``out_type='cls_token'``
+    returns that global token, so mmpretrain's ``VisionTransformerClsHead``
+    works unchanged; ``'featmap'``, ``'raw'`` and ``'avg_featmap'`` behave as
+    in the parent.
+
+    Args:
+        arch: Arch alias of the parent (e.g. ``'b'``, ``'deit-small'``) or a
+            dict with ``embed_dims``, ``num_layers``, ``num_heads`` and
+            ``feedforward_channels``.
+        pooling: ``'lazy_strike'`` or ``'cls'`` (the plain ViT baseline with
+            the same class, for A/B comparisons).
+        topk: Patches kept per channel by LazyStrike (released supervised
+            weights: 1).
+        topk_ratio: Fraction of the patches kept instead of ``topk``.
+        lazy_strike_score: ``'code'`` (released weights) or ``'paper'``.
+        lazy_strike_window: ``'code'`` (released weights) or ``'centered'``.
+        frozen: Freeze every parameter and keep the module in eval mode
+            (e.g. the frozen CLIP backbone of F-ViT).
+        pretrained: Checkpoint path injected by mmseg's segmentors; turned
+            into ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
+        init_cfg: Initialisation config. Unlike mmengine's lenient
+            ``Pretrained`` loader, a ``Pretrained`` checkpoint is loaded
+            strictly: missing or unexpected keys raise, except missing keys
+            containing one of the substrings listed in the optional
+            ``allowed_missing`` entry of ``init_cfg``. ``prefix`` selects
+            and strips a key prefix (e.g. ``'backbone.'``).
+        **kwargs: Other arguments of the parent ``VisionTransformer``.
+    """
+    POOLINGS = ('lazy_strike', 'cls')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'base',
+                 pooling: str = 'lazy_strike',
+                 topk: Optional[int] = 1,
+                 topk_ratio: Optional[float] = None,
+                 lazy_strike_score: str = 'code',
+                 lazy_strike_window: str = 'code',
+                 frozen: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[dict] = None,
+                 **kwargs) -> None:
+        if pooling not in self.POOLINGS:
+            raise ValueError(
+                f'pooling must be one of {self.POOLINGS}, got {pooling!r}')
+        if pretrained is not None:
+            if init_cfg is not None:
+                raise ValueError('give either pretrained or init_cfg, not '
+                                 'both')
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        if isinstance(kwargs.get('out_indices'), tuple):
+            # The parent rewrites negative indices in place.
+            kwargs['out_indices'] = list(kwargs['out_indices'])
+        super().__init__(arch=arch, init_cfg=init_cfg, **kwargs)
+        self.pooling = pooling
+        self.lazy_strike = LazyStrikePool(
+            topk=topk,
+            topk_ratio=topk_ratio,
+            score=lazy_strike_score,
+            window=lazy_strike_window)
+        self.frozen = frozen
+        self._apply_frozen()
+
+    def _apply_frozen(self) -> None:
+        """Switch every parameter off and enter eval mode if ``frozen``."""
+        if self.frozen:
+            self.requires_grad_(False)
+            self.eval()
+
+    def init_weights(self) -> None:
+        """Random init, or strict loading of a ``Pretrained`` checkpoint."""
+        cfg = self.init_cfg
+        if not (isinstance(cfg, dict) and cfg.get('type') == 'Pretrained'):
+            super().init_weights()
+            return
+        # Random init first (for allowed missing keys), then a strict load in
+        # place of mmengine's loader, which only warns on missing keys.
+        self.init_cfg = None
+        try:
+            super().init_weights()
+        finally:
+            self.init_cfg = cfg
+        self._load_pretrained(cfg)
+
+    def _load_pretrained(self, cfg: dict) -> None:
+        checkpoint = cfg['checkpoint']
+        if osp.isfile(checkpoint):
+            state_dict = read_state_dict(checkpoint)
+        else:  # URLs and other mmengine backends
+            from mmengine.runner.checkpoint import CheckpointLoader
+            obj = CheckpointLoader.load_checkpoint(
+                checkpoint, map_location='cpu')
+            state_dict = obj.get('state_dict', obj)
+        prefix = cfg.get('prefix')
+        if prefix:
+            prefix = prefix if prefix.endswith('.') else prefix + '.'
+            state_dict = {
+                k[len(prefix):]: v
+                for k, v in state_dict.items() if k.startswith(prefix)
+            }
+            if not state_dict:
+                raise ValueError(
+                    f'no key of {checkpoint} starts with {prefix!r}')
+        load_state_dict_reported(
+            self,
+            state_dict,
+            allowed_missing=cfg.get('allowed_missing', ()),
+            logger=MMLogger.get_current_instance())
+
+    def train(self, mode: bool = True) -> 'LaStViT':
+        """Set the train mode; a ``frozen`` backbone always stays in eval."""
+        super().train(mode and not self.frozen)
+        return self
+
+    def _encode(self, x: Tensor,
+                indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
+        """Run the ViT and keep the tokens after the layers in ``indices``.
+
+        The final norm is applied after the last layer, as in the parent.
+
+        Returns:
+            The kept ``(B, L, C)`` token sequences and the patch grid.
+        """
+        batch = x.shape[0]
+        x, hw = self.patch_embed(x)
+        if self.cls_token is not None:
+            x = torch.cat((self.cls_token.expand(batch, -1, -1), x), dim=1)
+        x = x + resize_pos_embed(
+            self.pos_embed,
+            self.patch_resolution,
+            hw,
+            mode=self.interpolate_mode,
+            num_extra_tokens=self.num_extra_tokens)
+        x = self.pre_norm(self.drop_after_pos(x))
+        kept = []
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i == len(self.layers) - 1 and self.final_norm:
+                x = self.ln1(x)
+            if i in indices:
+                kept.append(x)
+        return kept, hw
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
+        """Return one output per ``out_indices`` entry, as the parent."""
+        tokens, hw = self._encode(x, self.out_indices)
+        return tuple(self._format_output(t, hw) for t in tokens)
+
+    def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
+        if self.out_type == 'cls_token':
+            return self.embed_global(self.global_token(x))
+        return super()._format_output(x, hw)
+
+    def global_token(self, tokens: Tensor) -> Tensor:
+        """The ``(B, C)`` global token of a ``(B, L, C)`` token sequence."""
+        if self.pooling == 'cls':
+            return tokens[:, 0]
+        return self.lazy_strike(tokens[:, self.num_extra_tokens:]).pooled
+
+    def embed_global(self, token: Tensor) -> Tensor:
+        """Map the global token to the output space (identity here; CLIP
+        projects it)."""
+        return token
+
+    def forward_with_scores(self, x: Tensor) -> Dict[str, Tensor]:
+        """Global token, patch scores and LazyStrike votes, for analysis.
+
+        Args:
+            x: ``(B, 3, H, W)`` images.
+
+        Returns:
+            A dict with ``global_token`` ``(B, C)`` (the pooled final-norm
+            token, before any output projection), ``patch_score``
+            ``(B, 1, h, w)`` (cosine of each final-norm patch token with the
+            global token), ``vote_map`` ``(B, 1, h, w)`` (LazyStrike votes,
+            computed also for ``pooling='cls'`` to compare) and ``featmap``
+            ``(B, C, h, w)`` (final-norm patch tokens).
+        """
+        (tokens, ), hw = self._encode(x, [len(self.layers) - 1])
+        patches = tokens[:, self.num_extra_tokens:]
+        result = self.lazy_strike(patches)
+        if self.pooling == 'cls':
+            query = tokens[:, 0]
+        else:
+            query = result.pooled
+        batch, _, channels = patches.shape
+        return dict(
+            global_token=query,
+            patch_score=patch_score(patches, query).reshape(batch, 1, *hw),
+            vote_map=result.votes.reshape(batch, 1, *hw),
+            featmap=patches.reshape(batch, *hw, channels).permute(0, 3, 1, 2))
+
+    def get_layer_depth(self, param_name: str, prefix: str = ''):
+        """Layer depth for layer-wise lr decay; ``pre_norm`` is the stem."""
+        if param_name.startswith(prefix + 'pre_norm'):
+            return 0, self.num_layers + 2
+        return super().get_layer_depth(param_name, prefix)

@@ -1,0 +1,273 @@
+"""CLIPViT against an independent OpenAI-CLIP image-tower reference."""
+import os.path as osp
+import subprocess
+import sys
+from collections import OrderedDict
+
+import pytest
+import torch
+from torch import nn
+
+import mmlocat  # noqa: F401  (registers the mmlocat scope)
+from mmlocat.models import CLIPViT
+from mmlocat.utils.checkpoint_io import load_state_dict_reported
+from mmlocat.utils.converters import convert_clip
+
+WIDTH, LAYERS, HEADS, OUT, PATCH = 32, 2, 4, 16, 8
+ARCH = dict(
+    embed_dims=WIDTH,
+    num_layers=LAYERS,
+    num_heads=HEADS,
+    feedforward_channels=4 * WIDTH,
+    output_dims=OUT)
+
+
+def spec_lazy_strike(tokens, k=1):
+    """LazyStrike as spec/lastvit.md §1 states it (public-code defaults)."""
+    d = tokens.shape[-1]
+    pos = torch.arange(-d // 2 + 1, d // 2 + 1, dtype=torch.float32)
+    g = torch.exp(-0.5 * (pos / d**0.5)**2)
+    g = g / g.max()
+    freq = torch.fft.fftshift(torch.fft.fft(tokens, dim=-1), dim=-1)
+    x_hat = torch.fft.ifft(torch.fft.ifftshift(freq * g, dim=-1), dim=-1).real
+    score = tokens / (x_hat - tokens).abs()
+    index = score.argsort(dim=1, descending=True)[:, :k]
+    return torch.gather(tokens, 1, index).mean(1)
+
+
+class QuickGELU(nn.Module):
+
+    def forward(self, x):
+        return x * torch.sigmoid(1.702 * x)
+
+
+class ResidualAttentionBlock(nn.Module):
+    """OpenAI CLIP block: sequence-first MHA and a QuickGELU MLP."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(width, heads)
+        self.ln_1 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(
+            OrderedDict(
+                c_fc=nn.Linear(width, width * 4),
+                gelu=QuickGELU(),
+                c_proj=nn.Linear(width * 4, width)))
+        self.ln_2 = nn.LayerNorm(width)
+
+    def forward(self, x):
+        y = self.ln_1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class Transformer(nn.Module):
+
+    def __init__(self, width, layers, heads):
+        super().__init__()
+        self.resblocks = nn.Sequential(
+            *[ResidualAttentionBlock(width, heads) for _ in range(layers)])
+
+    def forward(self, x):
+        return self.resblocks(x)
+
+
+class OpenAIVisual(nn.Module):
+    """OpenAI CLIP VisionTransformer; pooling 'cls' or LazyStrike."""
+
+    def __init__(self, resolution=32):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, WIDTH, PATCH, PATCH, bias=False)
+        self.class_embedding = nn.Parameter(torch.randn(WIDTH))
+        grid = resolution // PATCH
+        self.positional_embedding = nn.Parameter(
+            torch.randn(grid * grid + 1, WIDTH))
+        self.ln_pre = nn.LayerNorm(WIDTH)
+        self.transformer = Transformer(WIDTH, LAYERS, HEADS)
+        self.ln_post = nn.LayerNorm(WIDTH)
+        self.proj = nn.Parameter(torch.randn(WIDTH, OUT))
+
+    def forward(self, x, pooling='cls'):
+        x = self.conv1(x).flatten(2).permute(0, 2, 1)
+        cls = self.class_embedding.expand(x.shape[0], 1, -1)
+        x = torch.cat([cls, x], dim=1) + self.positional_embedding
+        x = self.ln_pre(x)
+        x = self.transformer(x.permute(1, 0, 2)).permute(1, 0, 2)
+        x = self.ln_post(x)  # per token: same as ln_post(x[:, 0])
+        pooled = x[:, 0] if pooling == 'cls' else spec_lazy_strike(x[:, 1:])
+        return pooled @ self.proj
+
+
+def randomise_(model, seed):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if 'ln' in name and name.endswith('weight'):
+                p.copy_(1 + 0.2 * noise)
+            else:
+                p.copy_(0.1 * noise)
+    return model.eval()
+
+
+@pytest.fixture(scope='module')
+def reference():
+    return randomise_(OpenAIVisual(), seed=3)
+
+
+def clip_vit(**kwargs):
+    kwargs.setdefault('img_size', 32)
+    kwargs.setdefault('arch', ARCH)
+    return CLIPViT(patch_size=PATCH, **kwargs).eval()
+
+
+def full_clip_state_dict(visual):
+    """Image tower under ``visual.`` plus text-tower keys to be dropped."""
+    sd = OrderedDict(
+        ('visual.' + k, v) for k, v in visual.state_dict().items())
+    sd['transformer.resblocks.0.ln_1.weight'] = torch.ones(8)
+    sd['token_embedding.weight'] = torch.zeros(10, 8)
+    sd['text_projection'] = torch.zeros(8, OUT)
+    sd['logit_scale'] = torch.tensor(4.6)
+    return sd
+
+
+@pytest.mark.parametrize('pooling', ['cls', 'lazy_strike'])
+def test_parity_with_openai_layout(reference, pooling):
+    model = clip_vit(pooling=pooling)
+    load_state_dict_reported(model, convert_clip(reference.state_dict()))
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ours = model(x)[0]
+        ref = reference(x, pooling=pooling)
+    assert ours.shape == (2, OUT)
+    torch.testing.assert_close(ours, ref, atol=1e-4, rtol=0)
+
+
+def test_cli_converts_full_clip_checkpoint(reference, tmp_path, repo_root,
+                                           subprocess_env):
+    src = osp.join(tmp_path, 'clip.pt')
+    dst = osp.join(tmp_path, 'clip_mmlocat.pth')
+    torch.save(full_clip_state_dict(reference), src)
+    proc = subprocess.run(
+        [sys.executable, 'tools/model_converters/clip2mmlocat.py', src, dst],
+        cwd=repo_root,
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
+    assert all(k.startswith('backbone.') for k in sd)
+    # the backbone loads it strictly through init_cfg
+    model = clip_vit(
+        pooling='lazy_strike',
+        init_cfg=dict(type='Pretrained', checkpoint=dst, prefix='backbone.'))
+    model.init_weights()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(x)[0], reference(x, 'lazy_strike'), atol=1e-4, rtol=0)
+
+
+def test_position_embedding_resampled_for_other_sizes(reference):
+    # weights for 32x32 loaded into a 48x48 model; any input size runs
+    model = clip_vit(img_size=48, out_type='featmap', out_indices=(0, 1))
+    load_state_dict_reported(model, convert_clip(reference.state_dict()))
+    for size in (48, 64):
+        with torch.no_grad():
+            outs = model(torch.randn(1, 3, size, size))
+        assert [o.shape
+                for o in outs] == [(1, WIDTH, size // 8, size // 8)] * 2
+
+
+@pytest.mark.parametrize('size', [(32, 32), (40, 56)])
+def test_dense_featmap_taps(size):
+    model = clip_vit(out_type='featmap', out_indices=(0, 1), frozen=True)
+    with torch.no_grad():
+        outs = model(torch.randn(2, 3, *size))
+    assert len(outs) == 2
+    for o in outs:
+        assert o.shape == (2, WIDTH, size[0] // PATCH, size[1] // PATCH)
+
+
+def test_frozen_backbone_stays_eval_without_grads():
+    model = clip_vit(frozen=True, drop_rate=0.1)
+    model.train()
+    assert not model.training and all(not m.training for m in model.modules())
+    assert all(not p.requires_grad for p in model.parameters())
+    assert not model.proj.requires_grad
+    y = model(torch.randn(1, 3, 32, 32))[0]
+    assert not y.requires_grad
+
+
+def test_layout_and_named_archs():
+    model = clip_vit()
+    assert model.patch_embed.projection.bias is None  # conv1 has no bias
+    assert not isinstance(model.pre_norm, nn.Identity)  # ln_pre
+    assert model.pre_norm.eps == 1e-5 and model.ln1.eps == 1e-5
+    act = model.layers[0].ffn.layers[0][1]
+    assert type(act).__name__ == 'QuickGELU'
+    assert model.proj.shape == (WIDTH, OUT)
+    assert model.get_layer_depth('proj') == (LAYERS + 1, LAYERS + 2)
+    meta = torch.device('meta')
+    with meta:
+        base = CLIPViT(arch='base')
+    assert base.proj.shape == (768, 512) and len(base.layers) == 12
+    no_proj = clip_vit(arch=dict(ARCH, output_dims=None))
+    assert no_proj.proj is None
+    assert no_proj(torch.randn(1, 3, 32, 32))[0].shape == (1, WIDTH)
+    with pytest.raises(ValueError, match='pre_norm'):
+        clip_vit(pre_norm=False)
+
+
+def test_forward_with_scores_adds_projected_embedding():
+    model = clip_vit()
+    with torch.no_grad():
+        out = model.forward_with_scores(torch.randn(2, 3, 32, 32))
+        ref = model(torch.randn(2, 3, 32, 32))
+    assert out['global_token'].shape == (2, WIDTH)
+    assert out['embedding'].shape == (2, OUT) == ref[0].shape
+    torch.testing.assert_close(out['embedding'],
+                               out['global_token'] @ model.proj)
+    assert out['patch_score'].shape == (2, 1, 4, 4)
+
+
+@pytest.mark.parametrize('scope', ['mmpretrain', 'mmseg', 'mmdet'])
+def test_build_from_host_registries(scope):
+    registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
+    model = registry.build(
+        dict(
+            type='mmlocat.CLIPViT',
+            arch=ARCH,
+            img_size=32,
+            patch_size=PATCH,
+            out_type='featmap',
+            out_indices=(0, 1),
+            frozen=True))
+    assert isinstance(model, CLIPViT) and model.frozen
+
+
+def test_cli_reads_openai_torchscript_archive(reference, tmp_path, repo_root,
+                                              subprocess_env):
+    # OpenAI's released .pt files are TorchScript archives, not pickles
+    src = osp.join(tmp_path, 'ViT-tiny.pt')
+    dst = osp.join(tmp_path, 'converted.pth')
+    x = torch.randn(1, 3, 32, 32)
+    torch.jit.save(torch.jit.trace(reference, x), src)
+    proc = subprocess.run([
+        sys.executable, 'tools/model_converters/clip2mmlocat.py', src, dst,
+        '--prefix', ''
+    ],
+                          cwd=repo_root,
+                          env=subprocess_env,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
+    model = clip_vit(pooling='cls')
+    load_state_dict_reported(model, sd)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(x)[0], reference(x), atol=1e-4, rtol=0)

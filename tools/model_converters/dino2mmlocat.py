@@ -1,0 +1,45 @@
+"""Convert facebookresearch DINO ViT weights to LaStViT backbone keys.
+
+Usage:
+    python tools/model_converters/dino2mmlocat.py SRC DST [--prefix P]
+
+Keys are written under ``--prefix`` (default ``backbone.``), so the file
+loads with ``init_cfg=dict(type='Pretrained', checkpoint=DST,
+prefix='backbone.')`` on an ``mmlocat.LaStViT`` (``arch='deit-small'`` for
+ViT-S, ``'base'`` for ViT-B). DINO's projection head is dropped.
+"""
+import argparse
+import os.path as osp
+from collections import OrderedDict
+
+from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
+from mmlocat.utils.converters import convert_dino
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='DINO ViT weights to mmlocat LaStViT keys')
+    parser.add_argument('src', help='DINO backbone state dict (.pth)')
+    parser.add_argument('dst', help='output mmengine checkpoint')
+    parser.add_argument(
+        '--prefix', default='backbone.', help='prefix of the output keys')
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    try:
+        state_dict = convert_dino(read_state_dict(args.src))
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f'dino2mmlocat: error: {err}')
+    state_dict = OrderedDict(
+        (args.prefix + k, v) for k, v in state_dict.items())
+    save_checkpoint(
+        state_dict,
+        args.dst,
+        meta=dict(source=osp.basename(args.src), converter='dino2mmlocat'))
+    print(f'saved {len(state_dict)} tensors to {args.dst}')
+
+
+if __name__ == '__main__':
+    main()
