@@ -1,1 +1,14 @@
-__all__ = []
+from .box_transforms import ResizeEdgeWithBoxes
+from .imagenet_loc import (CocoBoxesDataset, ImageNetLocDataset,
+                           keep_single_small, parse_loc_xml)
+from .ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
+                      OV_COCO_NOVEL_CLASSES, make_ov_coco_files,
+                      make_ov_coco_split)
+from .ov_lvis import make_ov_lvis_base, make_ov_lvis_files
+
+__all__ = [
+    'ImageNetLocDataset', 'CocoBoxesDataset', 'ResizeEdgeWithBoxes',
+    'parse_loc_xml', 'keep_single_small', 'OV_COCO_BASE_CLASSES',
+    'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES', 'make_ov_coco_split',
+    'make_ov_coco_files', 'make_ov_lvis_base', 'make_ov_lvis_files'
+]

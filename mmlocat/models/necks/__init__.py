@@ -1,1 +1,3 @@
-__all__ = []
+from .patch_score_neck import PatchScoreNeck
+
+__all__ = ['PatchScoreNeck']

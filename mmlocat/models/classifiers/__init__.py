@@ -1,0 +1,3 @@
+from .patch_score_classifier import PatchScoreClassifier
+
+__all__ = ['PatchScoreClassifier']

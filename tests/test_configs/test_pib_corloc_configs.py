@@ -1,0 +1,42 @@
+"""The shipped PiB / CorLoc configs load and build (tiny arch override)."""
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+
+CONFIGS = ('pib_last-b_in1k.py', 'pib_vit-b_in1k.py', 'corloc_dino-s_voc07.py')
+TINY = dict(embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64)
+
+
+@pytest.mark.parametrize('name', CONFIGS)
+def test_config_loads_and_builds(name, repo_root):
+    cfg = Config.fromfile(osp.join(repo_root, 'configs', 'last', name))
+    assert cfg.default_scope == 'mmpretrain'
+    assert cfg.custom_imports['imports'] == ['mmlocat']
+    assert cfg.model.type == 'mmlocat.PatchScoreClassifier'
+    metric_types = [m['type'] for m in cfg.test_evaluator]
+    expected_metric = 'mmlocat.CorLoc' if 'corloc' in name else (
+        'mmlocat.PointInBox')
+    assert metric_types == [expected_metric]
+    pipeline = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
+    if name.startswith('pib'):
+        assert cfg.test_dataloader.dataset.filter_single_small
+        assert pipeline == [
+            'LoadImageFromFile', 'mmlocat.ResizeEdgeWithBoxes', 'CenterCrop',
+            'PackInputs'
+        ]
+    expected_backbone = ('VisionTransformer'
+                         if 'vit-b' in name else 'mmlocat.LaStViT')
+    assert cfg.model.backbone.type == expected_backbone
+
+    from mmpretrain.registry import MODELS
+    init_default_scope('mmpretrain')
+    cfg.model.backbone.arch = TINY
+    if cfg.model.head is not None:
+        cfg.model.head.in_channels = 32
+    model = MODELS.build(cfg.model).eval()
+    with torch.no_grad():
+        (pred, ) = model.predict(torch.rand(1, 3, 224, 224))
+    assert pred.patch_score.shape == (14, 14)

@@ -1,0 +1,230 @@
+"""ImageNetLocDataset / CocoBoxesDataset / ResizeEdgeWithBoxes."""
+import json
+import os.path as osp
+
+import cv2
+import numpy as np
+import pytest
+
+from mmlocat.datasets import (CocoBoxesDataset, ImageNetLocDataset,
+                              ResizeEdgeWithBoxes, keep_single_small,
+                              parse_loc_xml)
+
+XML = """<annotation><filename>{name}</filename>
+<size><width>{w}</width><height>{h}</height><depth>3</depth></size>
+{objects}</annotation>"""
+OBJ = """<object><name>n0</name><difficult>{d}</difficult><bndbox>
+<xmin>{0}</xmin><ymin>{1}</ymin><xmax>{2}</xmax><ymax>{3}</ymax>
+</bndbox></object>"""
+
+
+def _write_xml(path, name, boxes, w=80, h=60, difficult=()):
+    objects = ''.join(
+        OBJ.format(*b, d=int(i in difficult)) for i, b in enumerate(boxes))
+    path.write_text(XML.format(name=name, w=w, h=h, objects=objects))
+
+
+def _write_img(path, w=80, h=60):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((h, w, 3), 127, np.uint8))
+
+
+@pytest.fixture
+def imagenet_root(tmp_path):
+    """val/<wnid>/*.JPEG + val_boxes/*.xml (80x60 images, area 4800)."""
+    boxes = {
+        'a': [(11, 11, 30, 30)],  # 20x20 = 400 px: single and small
+        'b': [(11, 11, 30, 30), (41, 21, 60, 40)],  # two boxes
+        'c': [(1, 1, 70, 50)],  # 70x50 = 3500 px > 25%
+    }
+    for wnid, names in (('n01', 'ab'), ('n02', 'c')):
+        for name in names:
+            _write_img(tmp_path / 'val' / wnid / f'{name}.JPEG')
+    (tmp_path / 'val_boxes').mkdir()
+    for name, bxs in boxes.items():
+        _write_xml(tmp_path / 'val_boxes' / f'{name}.xml', name, bxs)
+    return tmp_path
+
+
+def test_parse_loc_xml(tmp_path):
+    path = tmp_path / 'x.xml'
+    _write_xml(path, 'x', [(1, 2, 10, 20), (5, 5, 6, 6)], difficult=(1, ))
+    boxes, size = parse_loc_xml(str(path))
+    assert size == (60, 80)
+    np.testing.assert_array_equal(boxes, [[0, 1, 10, 20], [4, 4, 6, 6]])
+    boxes, _ = parse_loc_xml(str(path), one_based=False, skip_difficult=True)
+    np.testing.assert_array_equal(boxes, [[1, 2, 10, 20]])
+    path.write_text('<annotation><object><bndbox><xmin>3</xmin>'
+                    '</bndbox></object></annotation>')
+    with pytest.raises(ValueError, match='bndbox'):
+        parse_loc_xml(str(path))
+    path.write_text('<annotation><object>')
+    with pytest.raises(ValueError, match='cannot parse'):
+        parse_loc_xml(str(path))
+
+
+def test_keep_single_small():
+    one = np.array([[0., 0., 10., 10.]])
+    assert keep_single_small(one, (20, 21))  # 100 < 0.25 * 420
+    assert not keep_single_small(one, (20, 20))  # 100 == 25%: not <
+    assert not keep_single_small(np.repeat(one, 2, 0), (100, 100))
+    assert not keep_single_small(np.zeros((0, 4)), (100, 100))
+
+
+def test_imagenet_loc_filter_and_labels(imagenet_root):
+    ds = ImageNetLocDataset(data_root=str(imagenet_root), data_prefix='val')
+    assert len(ds) == 1
+    info = ds.get_data_info(0)
+    assert info['img_path'].endswith(osp.join('n01', 'a.JPEG'))
+    assert info['gt_label'] == 0
+    np.testing.assert_array_equal(info['gt_bboxes'], [[10, 10, 30, 30]])
+    assert ds.metainfo['classes'] == ('n01', 'n02')
+
+    ds = ImageNetLocDataset(
+        data_root=str(imagenet_root),
+        data_prefix='val',
+        filter_single_small=False)
+    boxes = {
+        osp.basename(ds.get_data_info(i)['img_path']):
+        ds.get_data_info(i)['gt_bboxes']
+        for i in range(len(ds))
+    }
+    assert sorted(boxes) == ['a.JPEG', 'b.JPEG', 'c.JPEG']
+    assert boxes['b.JPEG'].shape == (2, 4)
+    assert boxes['b.JPEG'].dtype == np.float32
+    # A larger area bound keeps c (3500 / 4800 = 73%) as well.
+    ds = ImageNetLocDataset(
+        data_root=str(imagenet_root), data_prefix='val', max_area_ratio=0.8)
+    assert len(ds) == 2
+
+
+def test_imagenet_loc_missing_and_bad_args(imagenet_root):
+    (imagenet_root / 'val_boxes' / 'a.xml').unlink()
+    with pytest.raises(FileNotFoundError, match='a.JPEG'):
+        ImageNetLocDataset(data_root=str(imagenet_root), data_prefix='val')
+    ds = ImageNetLocDataset(
+        data_root=str(imagenet_root),
+        data_prefix='val',
+        missing_boxes='skip',
+        filter_single_small=False)
+    assert len(ds) == 2
+    with pytest.raises(RuntimeError, match='no image left'):
+        ImageNetLocDataset(
+            data_root=str(imagenet_root),
+            data_prefix='val',
+            missing_boxes='skip')
+    with pytest.raises(FileNotFoundError, match='box folder'):
+        ImageNetLocDataset(
+            data_root=str(imagenet_root), data_prefix='val', box_prefix='nope')
+    with pytest.raises(ValueError, match='max_area_ratio'):
+        ImageNetLocDataset(
+            data_root=str(imagenet_root), data_prefix='val', max_area_ratio=0)
+
+
+def test_voc_layout(tmp_path):
+    root = tmp_path / 'VOC2007'
+    for name in ('000005', '000007'):
+        _write_img(root / 'JPEGImages' / f'{name}.jpg')
+    (root / 'Annotations').mkdir()
+    _write_xml(
+        root / 'Annotations' / '000005.xml',
+        '000005', [(1, 1, 40, 30), (50, 10, 70, 40)],
+        difficult=(1, ))
+    _write_xml(root / 'Annotations' / '000007.xml', '000007', [(5, 5, 9, 9)])
+    (root / 'ImageSets' / 'Main').mkdir(parents=True)
+    (root / 'ImageSets' / 'Main' /
+     'trainval.txt').write_text('000005\n000007\n')
+    ds = ImageNetLocDataset(
+        data_root=str(root),
+        data_prefix='JPEGImages',
+        box_prefix='Annotations',
+        ann_file='ImageSets/Main/trainval.txt',
+        with_label=False,
+        img_suffix='.jpg',
+        filter_single_small=False,
+        skip_difficult=True)
+    assert len(ds) == 2
+    first = ds.get_data_info(0)
+    assert first['img_path'].endswith('000005.jpg')
+    np.testing.assert_array_equal(first['gt_bboxes'], [[0, 0, 40, 30]])
+
+
+def test_coco_boxes(tmp_path):
+    for name in ('x.jpg', 'y.jpg', 'z.jpg'):
+        _write_img(tmp_path / 'images' / name)
+    coco = dict(
+        images=[
+            dict(id=1, file_name='x.jpg', width=80, height=60),
+            dict(id=2, file_name='y.jpg', width=80, height=60),
+            dict(id=3, file_name='z.jpg', width=80, height=60),
+        ],
+        annotations=[
+            dict(id=1, image_id=1, bbox=[10, 10, 20, 20], iscrowd=0),
+            dict(id=2, image_id=2, bbox=[0, 0, 40, 40], iscrowd=0),
+            dict(id=3, image_id=2, bbox=[5, 5, 10, 10], iscrowd=1),
+            dict(id=4, image_id=3, bbox=[1, 1, 2, 2], iscrowd=1),
+        ],
+        categories=[dict(id=1, name='thing')])
+    (tmp_path / 'ann.json').write_text(json.dumps(coco))
+    ds = CocoBoxesDataset(
+        data_root=str(tmp_path),
+        ann_file='ann.json',
+        data_prefix=dict(img_path='images'))
+    assert len(ds) == 2  # z only has a crowd box
+    np.testing.assert_array_equal(
+        ds.get_data_info(0)['gt_bboxes'], [[10, 10, 30, 30]])
+    np.testing.assert_array_equal(
+        ds.get_data_info(1)['gt_bboxes'], [[0, 0, 40, 40]])
+    ds = CocoBoxesDataset(
+        data_root=str(tmp_path),
+        ann_file='ann.json',
+        data_prefix=dict(img_path='images'),
+        filter_single_small=True)
+    assert len(ds) == 1  # 1600 px of y is 33% of the image
+    (tmp_path / 'bad.json').write_text(json.dumps(dict(images=[])))
+    with pytest.raises(ValueError, match='COCO JSON'):
+        CocoBoxesDataset(data_root=str(tmp_path), ann_file='bad.json')
+
+
+def test_resize_edge_with_boxes_matches_resize_edge():
+    from mmpretrain.datasets.transforms import ResizeEdge
+    img = np.random.RandomState(0).randint(0, 255, (30, 50, 3), np.uint8)
+    boxes = np.array([[5., 3., 25., 30.]], np.float32)
+    out = ResizeEdgeWithBoxes(scale=24)(dict(img=img.copy(), gt_bboxes=boxes))
+    ref = ResizeEdge(scale=24)(dict(img=img.copy()))
+    np.testing.assert_array_equal(out['img'], ref['img'])
+    assert out['img'].shape[:2] == (24, 40)  # int(24 * 50 / 30) = 40
+    np.testing.assert_allclose(out['gt_bboxes'],
+                               [[5 * 0.8, 3 * 0.8, 25 * 0.8, 30 * 0.8]])
+    no_box = ResizeEdgeWithBoxes(scale=24)(dict(img=img.copy()))
+    assert 'gt_bboxes' not in no_box
+    with pytest.raises(ValueError, match='gt_bboxes'):
+        ResizeEdgeWithBoxes(scale=24)(
+            dict(img=img.copy(), gt_bboxes=np.zeros((2, 3))))
+
+
+def test_build_from_mmpretrain_with_pib_pipeline(imagenet_root):
+    """The config path: registry build, PiB pipeline, boxes packed."""
+    from mmpretrain.registry import DATASETS
+
+    import mmlocat  # noqa: F401
+    ds = DATASETS.build(
+        dict(
+            type='mmlocat.ImageNetLocDataset',
+            data_root=str(imagenet_root),
+            data_prefix='val',
+            pipeline=[
+                dict(type='LoadImageFromFile'),
+                dict(type='mmlocat.ResizeEdgeWithBoxes', scale=64),
+                dict(type='CenterCrop', crop_size=48),
+                dict(type='PackInputs', algorithm_keys=('gt_bboxes', )),
+            ]))
+    item = ds[0]
+    assert tuple(item['inputs'].shape) == (3, 48, 48)
+    # 80x60 -> 85x64 (x 85/80, y 64/60); crop 48: offsets x 18 (round
+    # 18.5 -> 18), y 8; box [10, 10, 30, 30] -> [-7.375 -> 0, 2.667, 13.875,
+    # 24]
+    np.testing.assert_allclose(
+        item['data_samples'].gt_bboxes,
+        [[0., 10 * 64 / 60 - 8, 30 * 85 / 80 - 18, 30 * 64 / 60 - 8]],
+        atol=1e-4)
