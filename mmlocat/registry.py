@@ -9,6 +9,7 @@ the ``mmlocat.`` prefix through the root, which then imports the location.
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import METRICS as MMENGINE_METRICS
+from mmengine.registry import MODEL_WRAPPERS as MMENGINE_MODEL_WRAPPERS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import \
     OPTIM_WRAPPER_CONSTRUCTORS as MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS
@@ -18,7 +19,7 @@ from mmengine.registry import Registry
 
 __all__ = [
     'MODELS', 'DATASETS', 'TRANSFORMS', 'METRICS', 'HOOKS',
-    'OPTIM_WRAPPER_CONSTRUCTORS', 'VISUALIZERS'
+    'OPTIM_WRAPPER_CONSTRUCTORS', 'VISUALIZERS', 'MODEL_WRAPPERS'
 ]
 
 MODELS = Registry(
@@ -56,3 +57,8 @@ VISUALIZERS = Registry(
     parent=MMENGINE_VISUALIZERS,
     scope='mmlocat',
     locations=['mmlocat.visualization'])
+MODEL_WRAPPERS = Registry(
+    'model_wrapper',
+    parent=MMENGINE_MODEL_WRAPPERS,
+    scope='mmlocat',
+    locations=['mmlocat.engine'])

@@ -13,8 +13,10 @@ def setup_cpu_distributed(cfg: Config, launcher: str) -> None:
 
     mmengine's ``init_dist`` always calls ``torch.cuda.set_device``, which
     fails on CPU-only machines. Initialising the group here first makes the
-    Runner skip its own initialisation, so ``dist_train.sh`` also works on
-    CPU (tests, laptops). Does nothing when CUDA is available.
+    Runner skip its own initialisation, and the model is wrapped by
+    :class:`mmlocat.engine.CPUDistributedDataParallel` (no ``device_ids``,
+    SyncBN reverted), so ``dist_train.sh`` also works on CPU (tests,
+    laptops). Does nothing when CUDA is available.
     """
     if launcher != 'pytorch' or torch.cuda.is_available():
         return
@@ -23,6 +25,12 @@ def setup_cpu_distributed(cfg: Config, launcher: str) -> None:
     env_cfg = cfg.setdefault('env_cfg', {})
     env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
     os.environ.setdefault('LOCAL_RANK', '0')
+    wrapper = cfg.get('model_wrapper_cfg', None) or {}
+    wrapper.setdefault('type', 'mmlocat.CPUDistributedDataParallel')
+    wrapper.setdefault('broadcast_buffers', False)
+    wrapper.setdefault('find_unused_parameters',
+                       cfg.get('find_unused_parameters', False))
+    cfg.model_wrapper_cfg = wrapper
 
 
 def enable_amp(cfg: Config) -> None:

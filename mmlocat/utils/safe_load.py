@@ -1,13 +1,26 @@
-"""Allow-list what mmengine writes into checkpoints for weights-only loads.
+"""Make mmengine's checkpoints loadable with torch's weights-only unpickler.
 
 torch >= 2.6 loads checkpoints with ``weights_only=True`` by default, which
-rejects the ``HistoryBuffer`` objects and numpy scalars that mmengine's
-``MessageHub`` stores, so ``--resume`` and ``load_from`` fail. Rather than
-switching the safety check off, the few types mmengine saves are registered
-as safe globals.
+rejects what mmengine's ``MessageHub`` stores: ``HistoryBuffer`` objects
+(numpy arrays and scalars inside), so ``--resume`` and ``load_from`` fail.
+Rather than switching the safety check off, two things are done:
+
+* the plain data types mmengine saves (``HistoryBuffer``, numpy arrays,
+  scalars and dtypes, ``_codecs.encode`` used by numpy's pickles) are
+  registered as safe globals;
+* ``HistoryBuffer`` is pickled without its class-level table of statistic
+  methods. mmengine stores bound references such as ``HistoryBuffer.mean``
+  there, which pickle as ``getattr(HistoryBuffer, 'mean')``; allowing
+  ``getattr`` would let a checkpoint reach arbitrary objects, i.e. disable
+  the check. The table is rebuilt on load (the defaults are re-registered;
+  custom methods are registered by the code that defines them anyway).
 """
+import codecs
+
 import numpy as np
 import torch
+
+__all__ = ['allow_mmengine_checkpoint_globals']
 
 
 def _numpy_safe_globals() -> list:
@@ -30,10 +43,28 @@ def _numpy_safe_globals() -> list:
     return globals_
 
 
+def _history_buffer_getstate(self) -> dict:
+    state = dict(self.__dict__)
+    state.pop('statistics_methods', None)
+    return state
+
+
+def _history_buffer_setstate(self, state: dict) -> None:
+    state = dict(state)
+    # checkpoints written without this module still carry the table
+    methods = state.pop('statistics_methods', {})
+    self.__dict__.update(state)
+    self._set_default_statistics()
+    for name, method in methods.items():
+        self._statistics_methods.setdefault(name, method)
+
+
 def allow_mmengine_checkpoint_globals() -> None:
-    """Register mmengine's checkpoint objects as torch safe globals."""
+    """Register mmengine's checkpoint types for weights-only loading."""
+    from mmengine.logging import HistoryBuffer
+    HistoryBuffer.__getstate__ = _history_buffer_getstate
+    HistoryBuffer.__setstate__ = _history_buffer_setstate
     add_safe_globals = getattr(torch.serialization, 'add_safe_globals', None)
     if add_safe_globals is None:  # torch < 2.4 has no weights-only default
         return
-    from mmengine.logging import HistoryBuffer
-    add_safe_globals([HistoryBuffer] + _numpy_safe_globals())
+    add_safe_globals([HistoryBuffer, codecs.encode] + _numpy_safe_globals())
