@@ -1,1 +1,3 @@
-__all__ = []
+from .probe_head import SegProbeHead
+
+__all__ = ['SegProbeHead']

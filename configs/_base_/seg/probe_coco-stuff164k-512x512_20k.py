@@ -1,0 +1,8 @@
+_base_ = [
+    './probe_model.py', './probe_schedule_20k.py',
+    'mmseg::_base_/datasets/coco-stuff164k.py',
+    'mmseg::_base_/default_runtime.py'
+]
+crop_size = (512, 512)
+model = dict(
+    data_preprocessor=dict(size=crop_size), decode_head=dict(num_classes=171))

@@ -1,0 +1,20 @@
+# Probe optimisation (spec/locat.md section 4): AdamW lr 1e-3 wd 0.01,
+# one-cycle with 25% linear warm-up, 20k iterations, batch 32 (8 x 4).
+_base_ = 'mmseg::_base_/schedules/schedule_20k.py'
+
+optim_wrapper = dict(
+    _delete_=True,
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.01))
+param_scheduler = [
+    dict(
+        type='OneCycleLR',
+        eta_max=1e-3,
+        total_steps=20000,
+        pct_start=0.25,
+        anneal_strategy='linear',
+        by_epoch=False)
+]
+train_dataloader = dict(batch_size=4)
+val_dataloader = dict(batch_size=1)
+test_dataloader = val_dataloader

@@ -1,0 +1,11 @@
+# The papers' frozen probe (spec/locat.md section 4) on LocAtViT-T.
+_base_ = '../_base_/seg/probe_pascal-context-59-480x480_20k.py'
+
+model = dict(
+    backbone=dict(
+        arch='t',
+        init_cfg=dict(
+            type='Pretrained',
+            checkpoint='checkpoints/locat-t_in1k.pth',
+            prefix='backbone.')),
+    decode_head=dict(in_channels=192))

@@ -1,0 +1,9 @@
+# The plain-ViT twin of upernet_locat-s_pascal-context-59.py: identical recipe
+# and code path, GAug and PRR switched off, plain ViT-S weights.
+_base_ = './upernet_locat-s_pascal-context-59.py'
+
+model = dict(
+    backbone=dict(
+        gaug=False,
+        prr=False,
+        init_cfg=dict(checkpoint='checkpoints/vit-s_in1k.pth')))
