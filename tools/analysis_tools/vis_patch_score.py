@@ -15,21 +15,16 @@ import os
 import os.path as osp
 from typing import List, Optional
 
-import cv2
-import matplotlib
+import numpy as np
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.dataset import Compose, pseudo_collate
+from mmengine.registry import MODELS, init_default_scope
+from mmengine.runner import load_checkpoint
+from tqdm import tqdm
 
-matplotlib.use('Agg')  # no display needed
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from mmengine.config import Config, DictAction  # noqa: E402
-from mmengine.dataset import Compose, pseudo_collate  # noqa: E402
-from mmengine.registry import MODELS, init_default_scope  # noqa: E402
-from mmengine.runner import load_checkpoint  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-import mmlocat  # noqa: F401,E402  (registry node)
+import mmlocat  # noqa: F401  (registry node)
+from mmlocat.visualization import heatmap_overlay, save_panels
 
 IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.ppm', '.tif', '.tiff',
                   '.webp')
@@ -73,35 +68,15 @@ def collect_images(paths: List[str]) -> List[str]:
     return images
 
 
-def overlay(img_rgb: np.ndarray, heat: np.ndarray, alpha: float) -> np.ndarray:
-    """Blend a min-max normalised, upsampled jet heat map onto an image."""
-    heat = heat.astype(np.float32)
-    span = float(heat.max() - heat.min())
-    heat = (heat - heat.min()) / span if span > 0 else np.zeros_like(heat)
-    heat = cv2.resize(
-        heat, (img_rgb.shape[1], img_rgb.shape[0]),
-        interpolation=cv2.INTER_NEAREST)
-    colored = plt.get_cmap('jet')(heat)[..., :3] * 255
-    blend = (1 - alpha) * img_rgb.astype(np.float32) + alpha * colored
-    return blend.clip(0, 255).astype(np.uint8)
-
-
 def render(img_rgb: np.ndarray, score: np.ndarray, votes: Optional[np.ndarray],
            alpha: float, out_file: str) -> None:
     """Save the image | score overlay | vote overlay panels to a PNG."""
     panels = [('input', img_rgb),
-              ('patch score', overlay(img_rgb, score, alpha))]
+              ('patch score', heatmap_overlay(img_rgb, score, alpha))]
     if votes is not None:
-        panels.append(('LazyStrike votes', overlay(img_rgb, votes, alpha)))
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(3.2 * len(panels), 3.4), squeeze=False)
-    for ax, (title, panel) in zip(axes[0], panels):
-        ax.imshow(panel)
-        ax.set_title(title, fontsize=9)
-        ax.axis('off')
-    fig.tight_layout()
-    fig.savefig(out_file, dpi=100)
-    plt.close(fig)
+        panels.append(
+            ('LazyStrike votes', heatmap_overlay(img_rgb, votes, alpha)))
+    save_panels(panels, out_file)
 
 
 def build_model(cfg: Config, checkpoint: str, device: str) -> torch.nn.Module:
