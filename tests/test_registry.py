@@ -72,9 +72,11 @@ def test_works_without_mmseg_and_mmdet(subprocess_env):
         import mmlocat
         from mmpretrain.registry import MODELS
         model = MODELS.build({TINY_LOCAT})
-        print(type(model).__name__)
+        from mmengine.registry import METRICS
+        metric = METRICS.build(dict(type='mmlocat.PointInBox'))
+        print(type(model).__name__, type(metric).__name__)
     """)
-    assert _run(code, env=subprocess_env).strip() == 'LocAtViT'
+    assert _run(code, env=subprocess_env).split() == ['LocAtViT', 'PointInBox']
 
 
 def test_registry_scopes():
