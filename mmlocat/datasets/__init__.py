@@ -5,10 +5,13 @@ from .ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
                       OV_COCO_NOVEL_CLASSES, make_ov_coco_files,
                       make_ov_coco_split)
 from .ov_lvis import make_ov_lvis_base, make_ov_lvis_files
+from .text_embeddings import (build_class_embeddings, load_text_embeddings,
+                              save_text_embeddings)
 
 __all__ = [
     'ImageNetLocDataset', 'CocoBoxesDataset', 'ResizeEdgeWithBoxes',
     'parse_loc_xml', 'keep_single_small', 'OV_COCO_BASE_CLASSES',
     'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES', 'make_ov_coco_split',
-    'make_ov_coco_files', 'make_ov_lvis_base', 'make_ov_lvis_files'
+    'make_ov_coco_files', 'make_ov_lvis_base', 'make_ov_lvis_files',
+    'build_class_embeddings', 'load_text_embeddings', 'save_text_embeddings'
 ]

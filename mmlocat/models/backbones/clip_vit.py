@@ -9,9 +9,10 @@ QuickGELU MLPs, ``ln_post`` and an output projection. The global token is
 pooled after ``ln_post`` and then projected.
 """
 import copy
-from typing import Dict, Optional, Union
+from typing import Dict, Optional, Tuple, Union
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
@@ -107,6 +108,52 @@ class CLIPViT(LaStViT):
         out = super().forward_with_scores(x)
         out['embedding'] = self.embed_global(out['global_token'])
         return out
+
+    def value_path_dense(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
+        """F-ViT's dense CLIP map from the tokens entering the last block.
+
+        The last block runs with its attention replaced by the value path
+        (``proj(v)``, no query-key mixing), residuals and MLP kept; then
+        ``ln_post``, the output projection and an L2 norm per patch
+        (CLIPSelf, https://arxiv.org/abs/2310.01403).
+
+        Args:
+            tokens: ``(B, L, C)`` input of the last block (prefix tokens
+                first).
+            hw: Patch grid ``(h, w)``.
+
+        Returns:
+            ``(B, D, h, w)`` unit-norm patch embeddings.
+        """
+        layer = self.layers[-1]
+        qkv = layer.attn.qkv
+        channels = self.embed_dims
+        value = F.linear(
+            layer.ln1(tokens), qkv.weight[2 * channels:],
+            None if qkv.bias is None else qkv.bias[2 * channels:])
+        attn_out = layer.attn.proj(value)
+        if hasattr(layer.attn, 'gamma1'):  # layer scale (identity in CLIP)
+            attn_out = layer.attn.gamma1(attn_out)
+        x = tokens + attn_out
+        x = layer.ffn(layer.ln2(x), identity=x)
+        if self.final_norm:
+            x = self.ln1(x)
+        patches = F.normalize(
+            self.embed_global(x[:, self.num_extra_tokens:]), dim=-1)
+        return patches.transpose(1, 2).reshape(patches.shape[0], -1, *hw)
+
+    def forward_dense(self, x: Tensor) -> Tuple[Tuple[Tensor, ...], Tensor]:
+        """:meth:`forward`'s outputs plus :meth:`value_path_dense`'s map,
+        from one pass through the network."""
+        before_last = len(self.layers) - 2
+        if before_last < 0:
+            raise ValueError('the dense CLIP map needs at least 2 layers')
+        indices = sorted(set(self.out_indices) | {before_last})
+        kept, hw = self._encode(x, indices)
+        by_index = dict(zip(indices, kept))
+        outs = tuple(
+            self._format_output(by_index[i], hw) for i in self.out_indices)
+        return outs, self.value_path_dense(by_index[before_last], hw)
 
     def get_layer_depth(self, param_name: str, prefix: str = ''):
         """Layer depth for layer-wise lr decay; ``proj`` is the last."""

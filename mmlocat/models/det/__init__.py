@@ -1,1 +1,7 @@
-__all__ = []
+"""Open-vocabulary detection on mmdet 3.x (F-ViT); needs mmdet."""
+from .cosine_bbox_head import CosineSimBBoxHead
+from .fvit import FViT
+from .fvit_roi_head import FViTRoIHead
+from .ov_cross_entropy_loss import OVCrossEntropyLoss
+
+__all__ = ['FViT', 'FViTRoIHead', 'CosineSimBBoxHead', 'OVCrossEntropyLoss']

@@ -1,0 +1,237 @@
+"""Class text embeddings for open-vocabulary heads: build, save, load.
+
+The recipe is CLIP's zero-shot classifier ("Learning Transferable Visual
+Models From Natural Language Supervision", https://arxiv.org/abs/2103.00020)
+as used by F-ViT (CLIPSelf, https://arxiv.org/abs/2310.01403): each class
+name is put into prompt templates, every prompt is encoded and
+L2-normalised, the prompts of a class are averaged and the mean is
+normalised again.
+
+On disk an embedding file is a ``(C, D)`` float ``.npy`` plus a sidecar
+``.json`` (same stem) holding the list of the ``C`` class names, row by row;
+an optional last row named ``'background'`` is the background embedding.
+:func:`load_text_embeddings` checks the names and their order against the
+dataset's classes and never reorders silently.
+"""
+import json
+import os
+import os.path as osp
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = [
+    'PROMPT_TEMPLATES', 'BACKGROUND', 'sidecar_path', 'build_class_embeddings',
+    'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
+    'resolve_class_names', 'names_from_annotations'
+]
+
+BACKGROUND = 'background'
+
+# 63 prompts in the style of CLIP's ImageNet zero-shot templates (F-ViT's
+# set). Each must contain exactly one '{}' for the class name.
+PROMPT_TEMPLATES = (
+    'a bad photo of a {}.', 'a photo of many {}.', 'a sculpture of a {}.',
+    'a photo of the hard to see {}.', 'a low resolution photo of the {}.',
+    'a rendering of a {}.', 'graffiti of a {}.', 'a bad photo of the {}.',
+    'a cropped photo of the {}.', 'a tattoo of a {}.', 'the embroidered {}.',
+    'a photo of a hard to see {}.', 'a bright photo of a {}.',
+    'a photo of a clean {}.', 'a photo of a dirty {}.',
+    'a dark photo of the {}.', 'a drawing of a {}.', 'a photo of my {}.',
+    'the plastic {}.', 'a photo of the cool {}.', 'a close-up photo of a {}.',
+    'a black and white photo of the {}.', 'a painting of the {}.',
+    'a painting of a {}.', 'a pixelated photo of the {}.',
+    'a sculpture of the {}.', 'a bright photo of the {}.',
+    'a cropped photo of a {}.', 'a plastic {}.', 'a photo of the dirty {}.',
+    'a jpeg corrupted photo of a {}.', 'a blurry photo of the {}.',
+    'a photo of the {}.', 'a good photo of the {}.', 'a rendering of the {}.',
+    'a {} in a video game.', 'a photo of one {}.', 'a doodle of a {}.',
+    'a close-up photo of the {}.', 'a photo of a {}.', 'the origami {}.',
+    'the {} in a video game.', 'a sketch of a {}.', 'a doodle of the {}.',
+    'a origami {}.', 'a low resolution photo of a {}.', 'the toy {}.',
+    'a rendition of the {}.', 'a photo of the clean {}.',
+    'a photo of a large {}.', 'a rendition of a {}.', 'a photo of a nice {}.',
+    'a photo of a weird {}.', 'a blurry photo of a {}.', 'a cartoon {}.',
+    'art of a {}.', 'a sketch of the {}.', 'a embroidered {}.',
+    'a pixelated photo of a {}.', 'itap of the {}.',
+    'a jpeg corrupted photo of the {}.', 'a good photo of a {}.',
+    'itap of a {}.')
+
+
+def sidecar_path(npy_path: str) -> str:
+    """The class-name list next to an embedding file: ``x.npy`` -> ``x.json``.
+    """
+    if not npy_path.endswith('.npy'):
+        raise ValueError(f'text embeddings must be a .npy file: {npy_path}')
+    return npy_path[:-len('.npy')] + '.json'
+
+
+def read_class_names(path: str) -> List[str]:
+    """Read a class-name list: a ``.json`` list or a ``.txt`` (one a line)."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'class-name file not found: {path}')
+    if path.endswith('.json'):
+        with open(path, encoding='utf-8') as f:
+            names = json.load(f)
+    else:
+        with open(path, encoding='utf-8') as f:
+            names = [line.strip() for line in f if line.strip()]
+    if (not isinstance(names, list)
+            or not all(isinstance(n, str) for n in names)):
+        raise ValueError(f'{path} must hold a list of class-name strings')
+    return names
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    if not np.all(np.isfinite(x)) or np.any(norm == 0):
+        raise ValueError('embeddings must be finite and non-zero')
+    return x / norm
+
+
+def build_class_embeddings(
+        class_names: Sequence[str],
+        encode_text_fn: Callable[[List[str]], object],
+        templates: Sequence[str] = PROMPT_TEMPLATES,
+        background: bool = False) -> Tuple[np.ndarray, List[str]]:
+    """Prompt-ensembled, L2-normalised text embeddings of ``class_names``.
+
+    Args:
+        class_names: Names in the dataset's label order. ``_`` is read as a
+            space in prompts (LVIS names such as ``'trash_can'``).
+        encode_text_fn: Maps a list of prompts to a ``(N, D)`` array or
+            tensor of text features (e.g. open_clip's tokenizer followed by
+            ``model.encode_text``).
+        templates: Prompt templates, each with one ``'{}'``.
+        background: Append a ``'background'`` row (the prompts filled with
+            the word "background").
+
+    Returns:
+        ``(embeddings (C[+1], D) float32, names)``.
+    """
+    if not class_names:
+        raise ValueError('class_names must not be empty')
+    if len(set(class_names)) != len(class_names):
+        raise ValueError('class_names has duplicates')
+    for tpl in templates:
+        if tpl.count('{}') != 1:
+            raise ValueError(f'template needs exactly one {{}}: {tpl!r}')
+    names = list(class_names) + ([BACKGROUND] if background else [])
+    rows = []
+    for name in names:
+        prompts = [tpl.format(name.replace('_', ' ')) for tpl in templates]
+        feats = encode_text_fn(prompts)
+        if hasattr(feats, 'detach'):  # torch tensor
+            feats = feats.detach().float().cpu().numpy()
+        feats = np.asarray(feats, dtype=np.float64)
+        if feats.ndim != 2 or feats.shape[0] != len(prompts):
+            raise ValueError(f'encode_text_fn returned shape {feats.shape} '
+                             f'for {len(prompts)} prompts')
+        rows.append(_normalize(_normalize(feats).mean(axis=0)))
+    return np.stack(rows).astype(np.float32), names
+
+
+def save_text_embeddings(path: str, embeddings: np.ndarray,
+                         names: Sequence[str]) -> str:
+    """Write ``path`` (``.npy``) and its class-name sidecar; returns it."""
+    embeddings = np.asarray(embeddings, dtype=np.float32)
+    if embeddings.ndim != 2 or embeddings.shape[0] != len(names):
+        raise ValueError(f'{embeddings.shape} embeddings for {len(names)} '
+                         'names')
+    side = sidecar_path(path)
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    np.save(path, embeddings)
+    with open(side, 'w', encoding='utf-8') as f:
+        json.dump(list(names), f, indent=0)
+    return path
+
+
+def _mismatch(got: List[str], want: List[str], path: str) -> str:
+    if sorted(got) == sorted(want):
+        first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+        return (f'{path} has the dataset classes in a different order '
+                f'(first difference at row {first}: {got[first]!r} vs '
+                f'expected {want[first]!r}); it is not reordered silently: '
+                'regenerate it with tools/misc/dump_text_embeddings.py')
+    missing = [n for n in want if n not in got]
+    extra = [n for n in got if n not in want]
+    return (f'{path} lists {len(got)} classes, the dataset {len(want)}; '
+            f'missing {missing[:10]}{"..." if len(missing) > 10 else ""}, '
+            f'unexpected {extra[:10]}{"..." if len(extra) > 10 else ""}')
+
+
+def load_text_embeddings(
+    path: str,
+    class_names: Optional[Sequence[str]] = None
+) -> Tuple[np.ndarray, Optional[np.ndarray], List[str]]:
+    """Load and validate an embedding file against the dataset classes.
+
+    Args:
+        path: ``(C[+1], D)`` ``.npy`` file with its ``.json`` sidecar.
+        class_names: The dataset's classes in label order; None skips the
+            name check (the sidecar must still match the rows).
+
+    Returns:
+        ``(class_embeddings (C, D), background (D,) or None, names)``, both
+        L2-normalised, float32.
+
+    Raises:
+        ValueError: Wrong shape, non-finite values, or names that differ
+            from ``class_names`` in content, count or order.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'text embedding file not found: {path}')
+    side = sidecar_path(path)
+    names = read_class_names(side)
+    emb = np.load(path, allow_pickle=False)
+    if emb.ndim != 2 or emb.shape[0] != len(names):
+        raise ValueError(f'{path} has shape {emb.shape} but {side} lists '
+                         f'{len(names)} names')
+    if not np.all(np.isfinite(emb)):
+        raise ValueError(f'{path} holds NaN or infinite values')
+    background = None
+    if names and names[-1] == BACKGROUND and (class_names is None or BACKGROUND
+                                              not in class_names):
+        background, emb, names = emb[-1], emb[:-1], names[:-1]
+    if class_names is not None and list(names) != list(class_names):
+        raise ValueError('text embeddings do not match the dataset classes: ' +
+                         _mismatch(list(names), list(class_names), path))
+    emb = _normalize(emb.astype(np.float32))
+    if background is not None:
+        background = _normalize(background.astype(np.float32))
+    return emb, background, list(names)
+
+
+def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
+    """Class names from a list, a ``.json``/``.txt`` file, or the name of a
+    registered mmdet dataset (its ``METAINFO['classes']``)."""
+    if not isinstance(spec, str):
+        return list(spec)
+    if spec.endswith(('.json', '.txt')):
+        return read_class_names(spec)
+    from mmdet.registry import DATASETS
+    dataset = DATASETS.get(spec)
+    if dataset is None or 'classes' not in getattr(dataset, 'METAINFO', {}):
+        raise ValueError(f'{spec!r} is neither a class-name file nor a '
+                         'registered dataset with METAINFO classes')
+    return list(dataset.METAINFO['classes'])
+
+
+def names_from_annotations(ann: dict) -> Tuple[List[str], List[str]]:
+    """``(all names, base names)`` of a COCO/LVIS annotation dict, in
+    category-id order (the label order of mmdet's datasets).
+
+    Base classes are those with ``split == 'base'`` (OV-COCO split files)
+    or LVIS ``frequency`` ``'f'``/``'c'``; with neither field, all.
+    """
+    if 'categories' not in ann:
+        raise ValueError('not a COCO/LVIS annotation dict: no categories')
+    cats = sorted(ann['categories'], key=lambda c: c['id'])
+    names = [c['name'] for c in cats]
+    if any('split' in c for c in cats):
+        base = [c['name'] for c in cats if c.get('split') == 'base']
+    elif any('frequency' in c for c in cats):
+        base = [c['name'] for c in cats if c.get('frequency') in ('f', 'c')]
+    else:
+        base = list(names)
+    return names, base

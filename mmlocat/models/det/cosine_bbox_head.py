@@ -1,0 +1,214 @@
+"""F-ViT's RoI box head: a cosine classifier over class text embeddings.
+
+CLIPSelf / F-ViT (Wu et al., ICLR 2024, https://arxiv.org/abs/2310.01403):
+RoI features pass 4 shared convs and 2 shared FCs (mmdet's
+``ConvFCBBoxHead``), are projected to the text-embedding width, and the
+logits are ``T * cos(feature, embedding)`` for every class plus a learnable
+background embedding, with a learnable temperature ``T``. At test time the
+class probabilities can be fused with CLIP's own region scores
+``q = softmax(T_vlm * cos(region embedding, embedding))`` as
+``p^(1-a) * q^a`` with ``a = alpha`` on base classes and background and
+``a = beta`` on novel classes.
+"""
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from mmdet.models.layers import multiclass_nms
+from mmdet.models.roi_heads.bbox_heads import ConvFCBBoxHead
+from mmengine.config import ConfigDict
+from mmengine.structures import InstanceData
+from torch import Tensor, nn
+
+from mmlocat.datasets.text_embeddings import (load_text_embeddings,
+                                              resolve_class_names)
+from mmlocat.registry import MODELS
+
+__all__ = ['CosineSimBBoxHead']
+
+NameSpec = Union[str, Sequence[str]]
+
+
+@MODELS.register_module()
+class CosineSimBBoxHead(ConvFCBBoxHead):
+    """Cosine text-embedding classifier with F-ViT's test-time fusion.
+
+    Args:
+        text_embeddings: ``(C[+1], D)`` ``.npy`` file with a ``.json``
+            class-name sidecar (see :mod:`mmlocat.datasets.text_embeddings`);
+            checked against ``class_names`` (names and order).
+        class_names: The label space: names, a ``.json``/``.txt`` file, or a
+            registered mmdet dataset type (its ``METAINFO['classes']``, e.g.
+            ``'LVISV1Dataset'``). Must be the evaluation dataset's classes.
+        base_class_names: Classes seen in training (names or file); the
+            others are novel: class weight 0 in the loss and ``beta`` in the
+            fusion. None: every class is base.
+        bg_class_weight: Background class weight in the loss (0.6 OV-COCO).
+        temperature: Initial classifier temperature.
+        learn_temperature: Learn the temperature (else fixed).
+        vlm_temperature: Temperature of CLIP's region scores.
+        alpha: Fusion exponent of base classes and background.
+        beta: Fusion exponent of novel classes.
+        **kwargs: :class:`ConvFCBBoxHead` arguments; ``num_classes`` is
+            ``len(class_names)``.
+    """
+
+    def __init__(self,
+                 text_embeddings: str,
+                 class_names: NameSpec,
+                 base_class_names: Optional[NameSpec] = None,
+                 bg_class_weight: float = 1.0,
+                 temperature: float = 50.0,
+                 learn_temperature: bool = True,
+                 vlm_temperature: float = 75.0,
+                 alpha: float = 0.1,
+                 beta: float = 0.8,
+                 num_shared_convs: int = 4,
+                 num_shared_fcs: int = 2,
+                 fc_out_channels: int = 512,
+                 reg_class_agnostic: bool = True,
+                 loss_cls: dict = dict(type='mmlocat.OVCrossEntropyLoss'),
+                 **kwargs) -> None:
+        names = resolve_class_names(class_names)
+        if kwargs.get('num_classes', len(names)) != len(names):
+            raise ValueError(f'num_classes={kwargs["num_classes"]} but '
+                             f'class_names has {len(names)} entries')
+        kwargs['num_classes'] = len(names)
+        embeddings, background, _ = load_text_embeddings(
+            text_embeddings, names)
+        base = names if base_class_names is None else resolve_class_names(
+            base_class_names)
+        unknown = sorted(set(base) - set(names))
+        if unknown:
+            raise ValueError(f'base classes not in class_names: {unknown}')
+        for key, value in (('alpha', alpha), ('beta', beta)):
+            if not 0 <= value <= 1:
+                raise ValueError(f'{key} must be in [0, 1], got {value}')
+        is_base = [n in set(base) for n in names] + [True]
+        class_weight = [float(b) for b in is_base[:-1]] + [bg_class_weight]
+        loss_cls = ConfigDict(loss_cls)
+        if str(loss_cls['type']).endswith('OVCrossEntropyLoss'):
+            loss_cls.setdefault('class_weight', class_weight)
+        elif not all(is_base):
+            raise ValueError('novel classes need weight 0 in the softmax: '
+                             "use loss_cls=dict(type='mmlocat."
+                             "OVCrossEntropyLoss')")
+        super().__init__(
+            num_shared_convs=num_shared_convs,
+            num_shared_fcs=num_shared_fcs,
+            fc_out_channels=fc_out_channels,
+            reg_class_agnostic=reg_class_agnostic,
+            loss_cls=loss_cls,
+            **kwargs)
+        self.class_names = names
+        self.embed_dims = embeddings.shape[1]
+        # Projection to the text space in place of the (C + 1)-way fc.
+        self.fc_cls = nn.Linear(self.cls_last_dim, self.embed_dims)
+        # Not saved: the vocabulary comes from the file, so a checkpoint can
+        # be tested with other class embeddings.
+        self.register_buffer(
+            'text_embeddings', torch.from_numpy(embeddings), persistent=False)
+        self.register_buffer(
+            'is_base', torch.tensor(is_base), persistent=False)
+        if background is None:
+            background = F.normalize(torch.randn(self.embed_dims), dim=0)
+        else:
+            background = torch.from_numpy(background)
+        self.bg_embedding = nn.Parameter(background.clone())
+        init_t = torch.tensor(float(temperature))
+        if learn_temperature:
+            self.temperature = nn.Parameter(init_t)
+        else:
+            self.register_buffer('temperature', init_t)
+        self.vlm_temperature = vlm_temperature
+        self.alpha = alpha
+        self.beta = beta
+
+    def classifier_weights(self) -> Tensor:
+        """``(C + 1, D)`` unit class embeddings, background last."""
+        bg = F.normalize(self.bg_embedding, dim=0)[None]
+        return torch.cat([self.text_embeddings, bg.to(self.text_embeddings)])
+
+    def cosine_logits(self, feats: Tensor) -> Tensor:
+        """``(N, C + 1)`` logits ``T * cos(feats, class embeddings)``."""
+        weights = self.classifier_weights().to(feats.dtype)
+        return self.temperature * F.normalize(feats, dim=-1) @ weights.t()
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """``(cls_score (N, C + 1) logits, bbox_pred (N, 4))``."""
+        feats, bbox_pred = super().forward(x)  # fc_cls is the projection
+        return self.cosine_logits(feats), bbox_pred
+
+    def vlm_scores(self, vlm_feats: Tensor) -> Tensor:
+        """CLIP's region probabilities ``softmax(T_vlm * cos)``."""
+        weights = self.classifier_weights().to(vlm_feats.dtype)
+        cos = F.normalize(vlm_feats, dim=-1) @ weights.t()
+        return F.softmax(self.vlm_temperature * cos, dim=-1)
+
+    def fuse_scores(self,
+                    cls_score: Tensor,
+                    vlm_feats: Optional[Tensor] = None) -> Tensor:
+        """Detector probabilities, fused with CLIP's if ``vlm_feats``."""
+        probs = F.softmax(cls_score.float(), dim=-1)
+        if vlm_feats is None:
+            return probs
+        vlm = self.vlm_scores(vlm_feats.float())
+        exponent = torch.where(self.is_base, self.alpha, self.beta).to(probs)
+        return probs**(1 - exponent) * vlm**exponent
+
+    def predict_by_feat(
+            self,
+            rois: Tuple[Tensor],
+            cls_scores: Tuple[Tensor],
+            bbox_preds: Tuple[Tensor],
+            batch_img_metas: List[dict],
+            rcnn_test_cfg: Optional[ConfigDict] = None,
+            rescale: bool = False,
+            vlm_feats: Optional[Tuple[Tensor]] = None) -> List[InstanceData]:
+        """As the parent, with per-image CLIP region features to fuse."""
+        if vlm_feats is None:
+            vlm_feats = (None, ) * len(batch_img_metas)
+        return [
+            self._predict_by_feat_single(
+                roi=rois[i],
+                cls_score=cls_scores[i],
+                bbox_pred=bbox_preds[i],
+                img_meta=batch_img_metas[i],
+                rescale=rescale,
+                rcnn_test_cfg=rcnn_test_cfg,
+                vlm_feat=vlm_feats[i]) for i in range(len(batch_img_metas))
+        ]
+
+    def _predict_by_feat_single(
+            self,
+            roi: Tensor,
+            cls_score: Tensor,
+            bbox_pred: Tensor,
+            img_meta: dict,
+            rescale: bool = False,
+            rcnn_test_cfg: Optional[ConfigDict] = None,
+            vlm_feat: Optional[Tensor] = None) -> InstanceData:
+        if roi.shape[0] == 0:
+            return super()._predict_by_feat_single(roi, cls_score, bbox_pred,
+                                                   img_meta, rescale,
+                                                   rcnn_test_cfg)
+        # The parent decodes and rescales the boxes; the scores are ours
+        # (fused probabilities are not re-normalised, as in F-ViT).
+        raw = super()._predict_by_feat_single(
+            roi, cls_score, bbox_pred, img_meta, rescale, rcnn_test_cfg=None)
+        scores = self.fuse_scores(cls_score, vlm_feat)
+        if rcnn_test_cfg is None:
+            raw.scores = scores
+            return raw
+        det_bboxes, det_labels = multiclass_nms(
+            raw.bboxes,
+            scores,
+            rcnn_test_cfg.score_thr,
+            rcnn_test_cfg.nms,
+            rcnn_test_cfg.max_per_img,
+            box_dim=4)
+        results = InstanceData()
+        results.bboxes = det_bboxes[:, :-1]
+        results.scores = det_bboxes[:, -1]
+        results.labels = det_labels
+        return results

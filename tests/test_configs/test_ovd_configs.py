@@ -1,0 +1,108 @@
+"""Every configs/ovd config loads; twins differ only in weights."""
+import glob
+import os.path as osp
+
+import pytest
+from mmengine.config import Config
+
+from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
+                                      OV_COCO_NOVEL_CLASSES)
+
+PAIRS = [('fvit_clip-b16_ov-coco', 'fvit_last-b16_ov-coco'),
+         ('fvit_clip-l14_ov-coco', 'fvit_last-l14_ov-coco'),
+         ('fvit_clip-b16_ov-lvis', 'fvit_last-b16_ov-lvis'),
+         ('fvit_clip-l14_ov-lvis', 'fvit_last-l14_ov-lvis')]
+
+
+def _load(repo_root, name):
+    return Config.fromfile(osp.join(repo_root, 'configs/ovd', name + '.py'))
+
+
+def test_all_configs_load(repo_root):
+    files = sorted(glob.glob(osp.join(repo_root, 'configs/ovd/*.py')))
+    assert len(files) == 9
+    for path in files:
+        cfg = Config.fromfile(path)
+        assert cfg.default_scope == 'mmdet'
+        assert cfg.custom_imports.imports == ['mmlocat']
+        assert cfg.model.type == 'mmlocat.FViT'
+        assert cfg.auto_scale_lr.base_batch_size == 64
+        opt = cfg.optim_wrapper
+        assert opt.type == 'AmpOptimWrapper'
+        assert opt.optimizer.type == 'AdamW' and opt.optimizer.lr == 1e-4
+        assert opt.optimizer.weight_decay == 0.1
+        assert opt.clip_grad.max_norm == 1.0
+
+
+def _flat(obj, prefix=''):
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(_flat(v, f'{prefix}{k}.'))
+        return out
+    if isinstance(obj, (list, tuple)):
+        out = {}
+        for i, v in enumerate(obj):
+            out.update(_flat(v, f'{prefix}{i}.'))
+        return out
+    return {prefix: obj}
+
+
+@pytest.mark.parametrize('plain, last', PAIRS)
+def test_twins_differ_only_in_checkpoint(repo_root, plain, last):
+    a = _flat(_load(repo_root, plain).to_dict())
+    b = _flat(_load(repo_root, last).to_dict())
+    diff = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+    assert diff == {'model.backbone.init_cfg.checkpoint.'}
+    assert 'last' in b['model.backbone.init_cfg.checkpoint.']
+
+
+def test_ov_coco_settings(repo_root):
+    for name, size, taps in (('fvit_clip-b16_ov-coco', 640, (3, 5, 7, 11)),
+                             ('fvit_clip-l14_ov-coco', 896, (6, 10, 14, 23))):
+        cfg = _load(repo_root, name)
+        head = cfg.model.roi_head.bbox_head
+        val = cfg.val_dataloader.dataset.metainfo
+        assert tuple(head.class_names) == tuple(val.classes) == \
+            OV_COCO_CLASSES
+        assert tuple(val.novel_classes) == OV_COCO_NOVEL_CLASSES
+        assert tuple(head.base_class_names) == OV_COCO_BASE_CLASSES
+        assert tuple(cfg.model.train_class_names) == tuple(
+            cfg.train_dataloader.dataset.metainfo.classes)
+        assert (head.bg_class_weight, head.vlm_temperature, head.alpha,
+                head.beta, head.temperature) == (0.6, 75.0, 0.1, 0.8, 50.0)
+        assert head.bbox_coder.target_stds == [0.1, 0.1, 0.2, 0.2]
+        assert head.reg_class_agnostic and head.fc_out_channels == 512
+        assert tuple(cfg.model.backbone.out_indices) == taps
+        assert cfg.model.backbone.frozen
+        assert cfg.model.rpn_head.num_convs == 2
+        assert cfg.train_dataloader.dataset.pipeline[2].scale == (size, size)
+        assert cfg.train_dataloader.dataset.pipeline[2].ratio_range == (0.1,
+                                                                        2.0)
+        assert cfg.train_cfg.max_epochs == 3
+        assert cfg.val_evaluator.type == 'OVCocoMetric'
+        assert cfg.param_scheduler[0].end == 250
+
+
+def test_ov_lvis_settings(repo_root):
+    for name, size, beta in (('fvit_clip-b16_ov-lvis', 1024, 0.6),
+                             ('fvit_clip-l14_ov-lvis', 896, 0.4)):
+        cfg = _load(repo_root, name)
+        head = cfg.model.roi_head.bbox_head
+        assert head.class_names == 'LVISV1Dataset'
+        assert (head.vlm_temperature, head.beta) == (50.0, beta)
+        mask = cfg.model.roi_head.mask_head
+        assert mask.class_agnostic and mask.num_convs == 4
+        assert cfg.model.test_cfg.rcnn.max_per_img == 300
+        assert cfg.model.test_cfg.rcnn.score_thr == 1e-4
+        assert cfg.train_cfg.max_epochs == 48
+        assert cfg.param_scheduler[1].milestones == [32, 44]
+        assert cfg.train_dataloader.dataset.pipeline[2].scale == (size, size)
+        assert cfg.val_evaluator.type == 'mmlocat.NumpyCompatLVISMetric'
+
+
+def test_locat_config(repo_root):
+    cfg = _load(repo_root, 'fvit_locat-b16_ov-coco')
+    assert cfg.model.backbone.type == 'mmlocat.LocAtViT'
+    assert cfg.model.vlm_fusion is False
+    assert cfg.model.roi_head.vlm_roi_extractor is None

@@ -1,0 +1,133 @@
+"""Text embeddings: prompt ensembling, files, validation against classes."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mmlocat.datasets import text_embeddings as te
+
+PROMPT_TEMPLATES = te.PROMPT_TEMPLATES
+build_class_embeddings = te.build_class_embeddings
+load_text_embeddings = te.load_text_embeddings
+names_from_annotations = te.names_from_annotations
+resolve_class_names = te.resolve_class_names
+save_text_embeddings = te.save_text_embeddings
+sidecar_path = te.sidecar_path
+
+
+class CharEncoder:
+    """A small deterministic text encoder: a fixed random projection of
+    character counts (stands in for CLIP's text tower)."""
+
+    def __init__(self, dim=8):
+        self.weight = torch.randn(
+            128, dim, generator=torch.Generator().manual_seed(0))
+        self.calls = []
+
+    def __call__(self, prompts):
+        self.calls.append(list(prompts))
+        counts = torch.zeros(len(prompts), 128)
+        for i, p in enumerate(prompts):
+            for ch in p:
+                counts[i, ord(ch) % 128] += 1
+        return counts @ self.weight
+
+
+def test_templates():
+    assert len(PROMPT_TEMPLATES) == 63 == len(set(PROMPT_TEMPLATES))
+    assert all(t.count('{}') == 1 for t in PROMPT_TEMPLATES)
+    for spec_named in ('a photo of a {}.', 'itap of a {}.',
+                       'a bad photo of the {}.'):
+        assert spec_named in PROMPT_TEMPLATES
+
+
+def test_build_matches_hand_computation():
+    enc = CharEncoder()
+    emb, names = build_class_embeddings(['trash_can', 'cat'],
+                                        enc,
+                                        background=True)
+    assert names == ['trash_can', 'cat', 'background']
+    assert emb.shape == (3, 8) and emb.dtype == np.float32
+    assert enc.calls[0][PROMPT_TEMPLATES.index('a photo of a {}.')] == \
+        'a photo of a trash can.'
+    for row, name in zip(emb, ['trash can', 'cat', 'background']):
+        feats = enc([t.format(name) for t in PROMPT_TEMPLATES]).numpy()
+        feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+        ref = feats.mean(0)
+        np.testing.assert_allclose(row, ref / np.linalg.norm(ref), atol=1e-5)
+    with pytest.raises(ValueError, match='duplicates'):
+        build_class_embeddings(['a', 'a'], enc)
+    with pytest.raises(ValueError, match='exactly one'):
+        build_class_embeddings(['a'], enc, templates=['no slot'])
+
+
+def _save(tmp_path, names, rows=None, name='e.npy'):
+    rows = len(names) if rows is None else rows
+    emb = np.random.RandomState(0).randn(rows, 4).astype(np.float32)
+    return save_text_embeddings(str(tmp_path / name), emb, names), emb
+
+
+def test_round_trip_and_background(tmp_path):
+    path, raw = _save(tmp_path, ['a', 'b', 'background'])
+    assert json.load(open(sidecar_path(path))) == ['a', 'b', 'background']
+    emb, bg, names = load_text_embeddings(path, ['a', 'b'])
+    assert names == ['a', 'b'] and emb.shape == (2, 4)
+    np.testing.assert_allclose(
+        emb,
+        raw[:2] / np.linalg.norm(raw[:2], axis=1, keepdims=True),
+        rtol=1e-6)
+    np.testing.assert_allclose(bg, raw[2] / np.linalg.norm(raw[2]), rtol=1e-6)
+    emb, bg, _ = load_text_embeddings(
+        _save(tmp_path, ['a', 'b'], name='n.npy')[0])
+    assert bg is None and emb.shape == (2, 4)
+
+
+@pytest.mark.parametrize('file_names, match', [
+    (['b', 'a', 'c'], "different order \\(first difference at row 0: 'b'"),
+    (['a', 'b', 'x'], "missing \\['c'\\], unexpected \\['x'\\]"),
+    (['a', 'b'], 'lists 2 classes, the dataset 3'),
+])
+def test_mismatch_is_refused(tmp_path, file_names, match):
+    path, _ = _save(tmp_path, file_names)
+    with pytest.raises(ValueError, match=match):
+        load_text_embeddings(path, ['a', 'b', 'c'])
+
+
+def test_bad_files(tmp_path):
+    path, _ = _save(tmp_path, ['a', 'b'])
+    with open(sidecar_path(path), 'w') as f:
+        json.dump(['a', 'b', 'c'], f)
+    with pytest.raises(ValueError, match='lists 3 names'):
+        load_text_embeddings(path)
+    nan = np.ones((2, 4), np.float32)
+    nan[1, 2] = np.nan
+    path = save_text_embeddings(str(tmp_path / 'nan.npy'), nan, ['a', 'b'])
+    with pytest.raises(ValueError, match='NaN'):
+        load_text_embeddings(path)
+    with pytest.raises(FileNotFoundError):
+        load_text_embeddings(str(tmp_path / 'none.npy'))
+    with pytest.raises(ValueError, match='.npy'):
+        sidecar_path('x.pt')
+
+
+def test_names_from_annotations_and_resolve(tmp_path):
+    cats = [
+        dict(id=3, name='c', frequency='r'),
+        dict(id=1, name='a', frequency='f'),
+        dict(id=2, name='b', frequency='c')
+    ]
+    assert names_from_annotations(dict(categories=cats)) == (['a', 'b',
+                                                              'c'], ['a', 'b'])
+    coco = [
+        dict(id=1, name='a', split='base'),
+        dict(id=2, name='n', split='novel')
+    ]
+    assert names_from_annotations(dict(categories=coco)) == (['a', 'n'], ['a'])
+    lvis = resolve_class_names('LVISV1Dataset')
+    assert len(lvis) == 1203 and lvis[0] == 'aerosol_can'
+    txt = tmp_path / 'names.txt'
+    txt.write_text('x\ny\n')
+    assert resolve_class_names(str(txt)) == ['x', 'y']
+    with pytest.raises(ValueError, match='neither'):
+        resolve_class_names('NoSuchDataset')

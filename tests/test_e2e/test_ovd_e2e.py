@@ -1,0 +1,234 @@
+"""End to end: F-ViT through tools/train.py and tools/test.py.
+
+Tiny COCO (OV-COCO split) and LVIS datasets and random text embeddings are
+written to tmp_path; the shipped OV-COCO / OV-LVIS configs are derived with
+a 4-layer, 32-d CLIP ViT (16-d joint space) at 64 px and run in
+subprocesses exactly as a user would.
+"""
+import json
+import os.path as osp
+import pickle
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mmlocat.datasets.text_embeddings import (names_from_annotations,
+                                              save_text_embeddings)
+from mmlocat.testing import generate
+
+EMBED = 16
+TINY_MODEL = """
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=32, num_layers=4, num_heads=2,
+                  feedforward_channels=64, output_dims={embed}),
+        img_size=64, out_indices=(0, 1, 2, 3), init_cfg=None),
+    neck=[
+        dict(type='mmlocat.PatchScoreNeck', in_channels=32,
+             scales=(4, 2, 1, 0.5), modulate=False, global_pool='gap',
+             norm_cfg=dict(type='BN')),
+        dict(type='FPN', in_channels=[32] * 4, out_channels=16, num_outs=5,
+             norm_cfg=dict(type='BN')),
+    ],
+    rpn_head=dict(in_channels=16, feat_channels=16),
+    roi_head=dict(
+        bbox_roi_extractor=dict(out_channels=16),
+        bbox_head=dict(in_channels=16, conv_out_channels=16,
+                       fc_out_channels=32, norm_cfg=dict(type='BN'),
+                       text_embeddings={emb!r}{head_extra}),
+        vlm_roi_extractor=dict(out_channels={embed}){roi_extra}),
+    train_cfg=dict(
+        rpn_proposal=dict(nms_pre=200, max_per_img=100),
+        rcnn=dict(sampler=dict(num=64))),
+    test_cfg=dict(rpn=dict(nms_pre=200, max_per_img=50),
+                  rcnn=dict(score_thr=0.0, max_per_img=20)))
+"""
+TINY_RUN = """
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask={mask}),
+    dict(type='RandomResize', scale=(64, 64), ratio_range=(0.8, 1.2),
+         keep_ratio=True),
+    dict(type='RandomCrop', crop_type='absolute_range', crop_size=(64, 64),
+         recompute_bbox=True, allow_negative_crop=True),
+    dict(type='FilterAnnotations', min_gt_bbox_wh=(1e-2, 1e-2)),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackDetInputs')
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(64, 64), keep_ratio=True),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask={mask}),
+    dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape',
+                                          'img_shape', 'scale_factor'))
+]
+train_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root={root!r}, pipeline=train_pipeline{train_meta}))
+val_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root={root!r}, pipeline=test_pipeline{val_meta}))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file={val_ann!r})
+test_evaluator = val_evaluator
+train_cfg = dict(max_epochs=2, val_interval=100)
+param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=False)]
+optim_wrapper = dict(
+    _delete_=True, type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.1),
+    clip_grad=dict(max_norm=1.0))
+default_hooks = dict(logger=dict(interval=1),
+                     checkpoint=dict(interval=2, max_keep_ckpts=1))
+"""
+
+
+def _run(args, env, cwd, expect_ok=True):
+    proc = subprocess.run(
+        [sys.executable] + args,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300)
+    out = proc.stdout + proc.stderr
+    if expect_ok:
+        assert proc.returncode == 0, out[-4000:]
+    return proc.returncode, out
+
+
+def _write_config(path,
+                  base,
+                  root,
+                  emb,
+                  val_ann,
+                  mask=False,
+                  head_extra='',
+                  roi_extra='',
+                  train_meta='',
+                  val_meta=''):
+    path.write_text(f'_base_ = [{base!r}]\n' + TINY_MODEL.format(
+        embed=EMBED, emb=emb, head_extra=head_extra, roi_extra=roi_extra) +
+                    TINY_RUN.format(
+                        root=root,
+                        mask=mask,
+                        val_ann=val_ann,
+                        train_meta=train_meta,
+                        val_meta=val_meta))
+    return str(path)
+
+
+def _random_embeddings(path, names, seed=0):
+    rows = list(names) + ['background']
+    emb = np.random.RandomState(seed).randn(len(rows), EMBED)
+    return save_text_embeddings(str(path), emb.astype(np.float32), rows)
+
+
+def _train_and_test(cfg, work, env, repo_root, extra_test=()):
+    _, train_out = _run(['tools/train.py', cfg, '--work-dir', work], env,
+                        repo_root)
+    losses = [float(x) for x in re.findall(r'\bloss: ([\d.]+)', train_out)]
+    assert len(losses) >= 4 and all(np.isfinite(losses))
+    ckpt = osp.join(work, 'epoch_2.pth')
+    assert osp.isfile(ckpt)
+    _, test_out = _run(['tools/test.py', cfg, ckpt, '--work-dir', work] +
+                       list(extra_test), env, repo_root)
+    return ckpt, test_out
+
+
+@pytest.fixture(scope='module')
+def coco(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('ovcoco'))
+    paths = generate('coco', root, 4, 2, (64, 64), seed=2)
+    with open(osp.join(root, paths['ov_val_ann_file'])) as f:
+        names, _ = names_from_annotations(json.load(f))
+    return paths, names
+
+
+def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
+                                                subprocess_env):
+    paths, names = coco
+    root = paths['data_root']
+    assert len(names) == 65
+    emb = _random_embeddings(tmp_path / 'coco_emb.npy', names)
+    base = osp.join(repo_root, 'configs/ovd/fvit_clip-b16_ov-coco.py')
+    val_ann = osp.join(root, paths['ov_val_ann_file'])
+    cfg = _write_config(tmp_path / 'tiny_coco.py', base, root, emb, val_ann)
+    work = str(tmp_path / 'work')
+    fused_pkl = str(tmp_path / 'fused.pkl')
+    ckpt, out = _train_and_test(cfg, work, subprocess_env, repo_root,
+                                ['--out', fused_pkl])
+    print('\n'.join(re.findall(r'.*coco/novel_ap50.*', out)))
+    # OVCocoMetric's novel / base AP50 (random weights: any value in
+    # [0, 1], or -1 where a split has no ground truth).
+    for key in ('novel_ap50', 'base_ap50', 'bbox_mAP_50'):
+        found = re.findall(rf'coco/{key}: (-?[\d.]+)', out)
+        assert found, out[-3000:]
+        assert -1 <= float(found[-1]) <= 1
+
+    # The same checkpoint without CLIP score fusion scores differently, so
+    # the fused path really ran.
+    plain_pkl = str(tmp_path / 'plain.pkl')
+    _run([
+        'tools/test.py', cfg, ckpt, '--work-dir', work, '--out', plain_pkl,
+        '--cfg-options', 'model.vlm_fusion=False'
+    ], subprocess_env, repo_root)
+    with open(fused_pkl, 'rb') as f:
+        fused = pickle.load(f)
+    with open(plain_pkl, 'rb') as f:
+        plain = pickle.load(f)
+    assert len(fused) == len(plain) == 2
+    s_fused = np.concatenate(
+        [p['pred_instances']['scores'].numpy() for p in fused])
+    s_plain = np.concatenate(
+        [p['pred_instances']['scores'].numpy() for p in plain])
+    assert s_fused.size and s_plain.size
+    assert not np.allclose(np.sort(s_fused), np.sort(s_plain))
+
+    # An embedding file with two classes swapped is refused.
+    swapped = list(names)
+    swapped[4], swapped[5] = swapped[5], swapped[4]
+    bad = _random_embeddings(tmp_path / 'swapped.npy', swapped)
+    bad_cfg = _write_config(tmp_path / 'bad_coco.py', base, root, bad, val_ann)
+    code, out = _run(['tools/test.py', bad_cfg, ckpt],
+                     subprocess_env,
+                     repo_root,
+                     expect_ok=False)
+    assert code != 0
+    assert 'text embeddings do not match the dataset classes' in out
+    assert 'different order' in out
+
+
+def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
+    root = str(tmp_path / 'lvis')
+    paths = generate('lvis', root, 4, 2, (64, 64), seed=0)
+    with open(osp.join(root, paths['val_ann_file'])) as f:
+        names, base_names = names_from_annotations(json.load(f))
+    assert 0 < len(base_names) < len(names) == 12
+    emb = _random_embeddings(tmp_path / 'lvis_emb.npy', names, seed=1)
+    base_file = tmp_path / 'lvis_emb.base.json'
+    base_file.write_text(json.dumps(base_names))
+    meta = f', metainfo=dict(classes={tuple(names)!r})'
+    cfg = _write_config(
+        tmp_path / 'tiny_lvis.py',
+        osp.join(repo_root, 'configs/ovd/fvit_clip-b16_ov-lvis.py'),
+        root,
+        emb,
+        osp.join(root, paths['val_ann_file']),
+        mask=True,
+        head_extra=f', class_names={list(names)!r}, '
+        f'base_class_names={str(base_file)!r}',
+        roi_extra=', mask_roi_extractor=dict(out_channels=16), '
+        'mask_head=dict(in_channels=16, conv_out_channels=16, '
+        f'num_classes={len(names)}, norm_cfg=dict(type="BN"))',
+        train_meta=meta,
+        val_meta=meta)
+    _, out = _train_and_test(cfg, str(tmp_path / 'work'), subprocess_env,
+                             repo_root)
+    print('\n'.join(re.findall(r'.*lvis/segm_APr.*', out)))
+    for key in ('segm_APr', 'segm_APc', 'segm_APf', 'bbox_APr'):
+        found = re.findall(rf'lvis/{key}: (-?[\d.]+)', out)
+        assert found, out[-3000:]
+        assert -1 <= float(found[-1]) <= 1

@@ -1,0 +1,88 @@
+"""Write CLIP text embeddings of a dataset's classes for F-ViT heads.
+
+Each class name fills 63 prompt templates; the CLIP text tower (open_clip,
+with weights you supply) encodes them; the L2-normalised prompt embeddings
+are averaged and normalised again. Writes ``OUT.npy`` (``(C[+1], D)``),
+``OUT.json`` (the class names, row by row) and, with ``--ann-file``,
+``OUT.base.json`` (the base classes: OV-COCO ``split == 'base'`` or LVIS
+frequent + common)::
+
+    python tools/misc/dump_text_embeddings.py \
+        --ann-file data/coco/annotations/instances_val2017_all_2.json \
+        --model ViT-B-16 --pretrained checkpoints/ViT-B-16.pt \
+        --background data/coco/embeddings/ov-coco_clip-vit-b16.npy
+
+Names are taken in category-id order, which is the label order of mmdet's
+``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one name
+a line) gives them explicitly instead.
+"""
+import argparse
+import json
+import os.path as osp
+
+from mmlocat.datasets.text_embeddings import (build_class_embeddings,
+                                              names_from_annotations,
+                                              read_class_names,
+                                              save_text_embeddings)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument('--ann-file', help='COCO/LVIS-format annotation json')
+    src.add_argument('--names', help='class-name list (.json or .txt)')
+    parser.add_argument('--model', default='ViT-B-16', help='open_clip arch')
+    parser.add_argument(
+        '--pretrained',
+        required=True,
+        help='open_clip weights (a local file or an open_clip tag)')
+    parser.add_argument(
+        '--background',
+        action='store_true',
+        help="append a 'background' row (embedding of the word)")
+    parser.add_argument('--device', default='cpu')
+    parser.add_argument('out', help='output .npy path')
+    return parser.parse_args()
+
+
+def open_clip_encoder(model_name: str, pretrained: str, device: str):
+    """``prompts -> (N, D)`` features with open_clip's text tower."""
+    try:
+        import open_clip
+        import torch
+    except ImportError as err:
+        raise ImportError('this tool needs open_clip: pip install '
+                          'open_clip_torch') from err
+    model = open_clip.create_model(
+        model_name, pretrained=pretrained, device=device).eval()
+    tokenizer = open_clip.get_tokenizer(model_name)
+
+    def encode(prompts):
+        with torch.no_grad():
+            return model.encode_text(tokenizer(prompts).to(device))
+
+    return encode
+
+
+def main():
+    args = parse_args()
+    base = None
+    if args.ann_file:
+        with open(args.ann_file, encoding='utf-8') as f:
+            names, base = names_from_annotations(json.load(f))
+    else:
+        names = read_class_names(args.names)
+    encode = open_clip_encoder(args.model, args.pretrained, args.device)
+    embeddings, rows = build_class_embeddings(
+        names, encode, background=args.background)
+    save_text_embeddings(args.out, embeddings, rows)
+    print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]}')
+    if base is not None:
+        base_file = osp.splitext(args.out)[0] + '.base.json'
+        with open(base_file, 'w', encoding='utf-8') as f:
+            json.dump(base, f, indent=0)
+        print(f'{base_file}: {len(base)} base classes')
+
+
+if __name__ == '__main__':
+    main()
