@@ -11,7 +11,10 @@ from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
 PAIRS = [('fvit_clip-b16_ov-coco', 'fvit_last-b16_ov-coco'),
          ('fvit_clip-l14_ov-coco', 'fvit_last-l14_ov-coco'),
          ('fvit_clip-b16_ov-lvis', 'fvit_last-b16_ov-lvis'),
-         ('fvit_clip-l14_ov-lvis', 'fvit_last-l14_ov-lvis')]
+         ('fvit_clip-l14_ov-lvis', 'fvit_last-l14_ov-lvis'),
+         ('fvit_eva02-clip-b16_ov-coco', 'fvit_last-eva02-clip-b16_ov-coco'),
+         ('fvit_eva02-clip-l14-336_ov-coco',
+          'fvit_last-eva02-clip-l14-336_ov-coco')]
 
 
 def _load(repo_root, name):
@@ -20,7 +23,7 @@ def _load(repo_root, name):
 
 def test_all_configs_load(repo_root):
     files = sorted(glob.glob(osp.join(repo_root, 'configs/ovd/*.py')))
-    assert len(files) == 9
+    assert len(files) == 13
     for path in files:
         cfg = Config.fromfile(path)
         assert cfg.default_scope == 'mmdet'
@@ -58,8 +61,12 @@ def test_twins_differ_only_in_checkpoint(repo_root, plain, last):
 
 
 def test_ov_coco_settings(repo_root):
-    for name, size, taps in (('fvit_clip-b16_ov-coco', 640, (3, 5, 7, 11)),
-                             ('fvit_clip-l14_ov-coco', 896, (6, 10, 14, 23))):
+    for name, size, taps in (
+        ('fvit_clip-b16_ov-coco', 640, (3, 5, 7, 11)),
+        ('fvit_clip-l14_ov-coco', 896, (6, 10, 14, 23)),
+        ('fvit_eva02-clip-b16_ov-coco', 640, (3, 5, 7, 11)),
+        ('fvit_eva02-clip-l14-336_ov-coco', 896, (6, 10, 14, 23)),
+    ):
         cfg = _load(repo_root, name)
         head = cfg.model.roi_head.bbox_head
         val = cfg.val_dataloader.dataset.metainfo
@@ -106,3 +113,31 @@ def test_locat_config(repo_root):
     assert cfg.model.backbone.type == 'mmlocat.LocAtViT'
     assert cfg.model.vlm_fusion is False
     assert cfg.model.roi_head.vlm_roi_extractor is None
+
+
+@pytest.mark.parametrize('name, arch, img, patch, width, out', [
+    ('fvit_eva02-clip-b16_ov-coco', 'b', 224, 16, 768, 512),
+    ('fvit_eva02-clip-l14-336_ov-coco', 'l', 336, 14, 1024, 768),
+])
+def test_eva02_clip_configs(repo_root, name, arch, img, patch, width, out):
+    import torch
+
+    import mmlocat  # noqa: F401
+    from mmlocat.registry import MODELS
+    cfg = _load(repo_root, name)
+    backbone = cfg.model.backbone
+    assert backbone.type == 'mmlocat.EVA02CLIPViT'
+    assert (backbone.arch, backbone.img_size,
+            backbone.patch_size) == (arch, img, patch)
+    assert backbone.frozen and backbone.out_type == 'featmap'
+    assert 'eva02' in backbone.init_cfg.checkpoint
+    assert 'eva02' in cfg.model.roi_head.bbox_head.text_embeddings
+    # Channel sizes downstream agree with the tower (built on meta: free).
+    built = dict(backbone)
+    built.pop('init_cfg')
+    with torch.device('meta'):
+        model = MODELS.build(built)
+    assert model.embed_dims == width and model.output_dims == out
+    assert cfg.model.neck[0].in_channels == width
+    assert cfg.model.roi_head.vlm_roi_extractor.out_channels == out
+    assert cfg.model.roi_head.vlm_roi_extractor.featmap_strides == [patch]

@@ -1,5 +1,8 @@
 from .clip_vit import CLIPViT
+from .eva02_clip_vit import EVA02CLIPViT
 from .last_vit import LaStViT
 from .locat_vit import LocAtViT, resample_abs_pos_embed
 
-__all__ = ['LocAtViT', 'resample_abs_pos_embed', 'LaStViT', 'CLIPViT']
+__all__ = [
+    'LocAtViT', 'resample_abs_pos_embed', 'LaStViT', 'CLIPViT', 'EVA02CLIPViT'
+]

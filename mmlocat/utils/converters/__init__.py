@@ -1,6 +1,7 @@
 """Checkpoint converters (pure functions on state dicts)."""
 from .clip import convert_clip
 from .dino import convert_dino
+from .eva02_clip import convert_eva02_clip
 from .lastvit import convert_torchvision_vit
 from .locat import (GAUG_KEY, convert_timm_locat, convert_vit_to_locat,
                     detect_vit_format)
@@ -8,5 +9,5 @@ from .locat import (GAUG_KEY, convert_timm_locat, convert_vit_to_locat,
 __all__ = [
     'GAUG_KEY', 'detect_vit_format', 'convert_timm_locat',
     'convert_vit_to_locat', 'convert_torchvision_vit', 'convert_clip',
-    'convert_dino'
+    'convert_dino', 'convert_eva02_clip'
 ]

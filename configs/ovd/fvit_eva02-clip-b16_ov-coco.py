@@ -1,0 +1,16 @@
+# F-ViT, frozen EVA02-CLIP B/16 (plain weights), OV-COCO: the LaSt-ViT
+# paper's F-ViT backbone. Same detector as fvit_clip-b16_ov-coco.py with
+# the EVA02-CLIP image tower (RoPE, SwiGLU, sub-LN) in place of OpenAI's.
+# EVA-CLIP normalises images with OpenAI CLIP's mean / std, as the base.
+_base_ = './fvit_clip-b16_ov-coco.py'
+model = dict(
+    backbone=dict(
+        type='mmlocat.EVA02CLIPViT',
+        arch='b',
+        patch_size=16,
+        img_size=224,
+        init_cfg=dict(checkpoint='checkpoints/eva02-clip-b16_mmlocat.pth')),
+    roi_head=dict(
+        bbox_head=dict(
+            text_embeddings='data/coco/embeddings/ov-coco_eva02-clip-b16.npy'))
+)

@@ -1,0 +1,458 @@
+"""EVA02CLIPViT against an independent tiny EVA02-CLIP image tower."""
+import math
+import os.path as osp
+import subprocess
+import sys
+from collections import OrderedDict
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import mmlocat  # noqa: F401  (registers the mmlocat scope)
+from mmlocat.models import EVA02CLIPViT
+from mmlocat.models.backbones.eva02_clip_layers import eva_rope_table
+from mmlocat.models.layers import lazy_strike_pool
+from mmlocat.utils.checkpoint_io import load_state_dict_reported
+from mmlocat.utils.converters import convert_eva02_clip
+
+WIDTH, LAYERS, HEADS, PATCH, IMG, OUT, PT = 64, 2, 2, 16, 64, 32, 16
+HIDDEN = int(WIDTH * 2.6667)
+ARCH = dict(
+    embed_dims=WIDTH,
+    num_layers=LAYERS,
+    num_heads=HEADS,
+    feedforward_channels=HIDDEN,
+    output_dims=OUT)
+
+
+# --- reference: EVA-CLIP's image tower written from the public architecture
+# (EVA key names, q/v biases, sub-LN, SwiGLU, EVA's 2-D RoPE, CLIPSelf's
+# rescaling for other square sizes). Independent of mmlocat's code.
+def ref_rope(grid, head_dim):
+    dim = head_dim // 2
+    freqs = 1. / (10000**(torch.arange(0, dim, 2)[:dim // 2].float() / dim))
+    t = torch.arange(grid) / grid * PT
+    f = torch.einsum('i,f->if', t, freqs)
+    f = torch.stack((f, f), dim=-1).flatten(-2)  # (n r), r = 2
+    f = torch.cat((f[:, None, :].expand(grid, grid, dim), f[None, :, :].expand(
+        grid, grid, dim)),
+                  dim=-1).reshape(grid * grid, -1)
+    return f.cos(), f.sin()
+
+
+def rotate_half(x):
+    x = x.reshape(*x.shape[:-1], -1, 2)
+    return torch.stack((-x[..., 1], x[..., 0]), dim=-1).flatten(-2)
+
+
+class RefRope(nn.Module):
+
+    def __init__(self, grid):
+        super().__init__()
+        cos, sin = ref_rope(grid, WIDTH // HEADS)
+        self.register_buffer('freqs_cos', cos)
+        self.register_buffer('freqs_sin', sin)
+
+    def forward(self, t):
+        n = t.shape[2]
+        if n == self.freqs_cos.shape[0]:
+            cos, sin = self.freqs_cos, self.freqs_sin
+        else:
+            cos, sin = ref_rope(math.isqrt(n), WIDTH // HEADS)
+        return t * cos + rotate_half(t) * sin
+
+
+class RefAttention(nn.Module):
+
+    def __init__(self, rope):
+        super().__init__()
+        self.q_proj = nn.Linear(WIDTH, WIDTH, bias=False)
+        self.k_proj = nn.Linear(WIDTH, WIDTH, bias=False)
+        self.v_proj = nn.Linear(WIDTH, WIDTH, bias=False)
+        self.q_bias = nn.Parameter(torch.zeros(WIDTH))
+        self.v_bias = nn.Parameter(torch.zeros(WIDTH))
+        self.inner_attn_ln = nn.LayerNorm(WIDTH, eps=1e-6)
+        self.proj = nn.Linear(WIDTH, WIDTH)
+        self.rope = [rope]  # shared, not a submodule
+
+    def forward(self, x):
+        b, n, _ = x.shape
+
+        def heads(t):
+            return t.reshape(b, n, HEADS, -1).permute(0, 2, 1, 3)
+
+        q = heads(F.linear(x, self.q_proj.weight, self.q_bias))
+        k = heads(F.linear(x, self.k_proj.weight))
+        v = heads(F.linear(x, self.v_proj.weight, self.v_bias))
+        rope = self.rope[0]
+        q = torch.cat((q[:, :, :1], rope(q[:, :, 1:])), -2)
+        k = torch.cat((k[:, :, :1], rope(k[:, :, 1:])), -2)
+        attn = ((q * (WIDTH // HEADS)**-0.5) @ k.transpose(-2, -1)).softmax(-1)
+        x = (attn @ v).transpose(1, 2).reshape(b, n, -1)
+        return self.proj(self.inner_attn_ln(x))
+
+    def proj_without_attn(self, x):
+        v = F.linear(x, self.v_proj.weight, self.v_bias)
+        return self.proj(self.inner_attn_ln(v))
+
+
+class RefSwiGLU(nn.Module):
+
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Linear(WIDTH, HIDDEN)
+        self.w2 = nn.Linear(WIDTH, HIDDEN)
+        self.ffn_ln = nn.LayerNorm(HIDDEN, eps=1e-6)
+        self.w3 = nn.Linear(HIDDEN, WIDTH)
+
+    def forward(self, x):
+        return self.w3(self.ffn_ln(F.silu(self.w1(x)) * self.w2(x)))
+
+
+class RefBlock(nn.Module):
+
+    def __init__(self, rope):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(WIDTH, eps=1e-6)
+        self.attn = RefAttention(rope)
+        self.norm2 = nn.LayerNorm(WIDTH, eps=1e-6)
+        self.mlp = RefSwiGLU()
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+    def forward_without_attn(self, x):
+        x = x + self.attn.proj_without_attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class RefEVAVisual(nn.Module):
+
+    def __init__(self):
+        super().__init__()
+        grid = IMG // PATCH
+        self.grid = grid
+        self.patch_embed = nn.Module()
+        self.patch_embed.proj = nn.Conv2d(3, WIDTH, PATCH, PATCH)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, WIDTH))
+        self.pos_embed = nn.Parameter(torch.zeros(1, grid * grid + 1, WIDTH))
+        self.rope = RefRope(grid)
+        self.blocks = nn.ModuleList(RefBlock(self.rope) for _ in range(LAYERS))
+        self.norm = nn.LayerNorm(WIDTH, eps=1e-6)
+        self.head = nn.Linear(WIDTH, OUT)
+
+    def _stem(self, x):
+        h, w = x.shape[2] // PATCH, x.shape[3] // PATCH
+        x = self.patch_embed.proj(x).flatten(2).transpose(1, 2)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), 1)
+        pos = self.pos_embed
+        if (h, w) != (self.grid, self.grid):  # CLIPSelf's bicubic rescale
+            grid = self.pos_embed[0, 1:].T.reshape(1, WIDTH, self.grid, -1)
+            grid = F.interpolate(
+                grid, (h, w), mode='bicubic', align_corners=False)
+            pos = torch.cat(
+                (self.pos_embed[:, :1], grid.reshape(1, WIDTH, -1).transpose(
+                    1, 2)), 1)
+        return x + pos, (h, w)
+
+    def tokens(self, x):
+        x, _ = self._stem(x)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.norm(x)
+
+    def forward(self, x, pooling='cls'):
+        t = self.tokens(x)
+        if pooling == 'cls':
+            return self.head(t[:, 0])
+        return self.head(lazy_strike_pool(t[:, 1:], topk=1).pooled)
+
+    def encode_dense(self, x):
+        x, (h, w) = self._stem(x)
+        for blk in self.blocks[:-1]:
+            x = blk(x)
+        x = self.blocks[-1].forward_without_attn(x)[:, 1:]
+        x = F.normalize(self.head(self.norm(x)), dim=-1)
+        return x.reshape(x.shape[0], h, w, -1).permute(0, 3, 1, 2)
+
+
+def randomise_(model, seed):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            is_norm = 'norm' in name or '_ln' in name or 'ln1' in name or (
+                'ln2' in name)
+            if is_norm and name.endswith('weight'):
+                p.copy_(1 + 0.2 * noise)
+            else:
+                p.copy_(0.1 * noise)
+    return model.eval()
+
+
+@pytest.fixture(scope='module')
+def reference():
+    return randomise_(RefEVAVisual(), seed=5)
+
+
+def eva(**kwargs):
+    kwargs.setdefault('img_size', IMG)
+    kwargs.setdefault('arch', ARCH)
+    return EVA02CLIPViT(patch_size=PATCH, **kwargs).eval()
+
+
+def full_eva_clip_state_dict(visual):
+    """EVA-CLIP layout: image tower under ``visual.`` plus a text tower."""
+    sd = OrderedDict(
+        ('visual.' + k, v) for k, v in visual.state_dict().items())
+    sd['text.transformer.resblocks.0.ln_1.weight'] = torch.ones(8)
+    sd['text.token_embedding.weight'] = torch.zeros(10, 8)
+    sd['logit_scale'] = torch.tensor(4.6)
+    return sd
+
+
+def loaded(reference, **kwargs):
+    model = eva(**kwargs)
+    load_state_dict_reported(model, convert_eva02_clip(reference.state_dict()))
+    return model
+
+
+def images(size, seed=4, batch=2):
+    return torch.randn(
+        batch, 3, *size, generator=torch.Generator().manual_seed(seed))
+
+
+def test_rope_table_matches_eva():
+    for grid in (4, 7):
+        cos, sin = eva_rope_table((grid, grid), WIDTH // HEADS, PT)
+        ref_cos, ref_sin = ref_rope(grid, WIDTH // HEADS)
+        torch.testing.assert_close(cos, ref_cos)
+        torch.testing.assert_close(sin, ref_sin)
+    # rows and columns follow their own axis on non-square grids
+    cos, _ = eva_rope_table((2, 3), 8, PT)
+    assert torch.equal(cos[0, :4], cos[2, :4])  # same row, first half
+    assert not torch.equal(cos[0, 4:], cos[2, 4:])
+    with pytest.raises(ValueError, match='divisible by 4'):
+        eva_rope_table((2, 2), 6)
+
+
+@pytest.mark.parametrize('size', [(IMG, IMG), (96, 96)])
+@pytest.mark.parametrize('pooling', ['cls', 'lazy_strike'])
+def test_parity_with_eva_reference(reference, pooling, size):
+    model = loaded(reference, pooling=pooling)
+    x = images(size)
+    with torch.no_grad():
+        ours = model(x)[0]
+        ref = reference(x, pooling=pooling)
+    assert ours.shape == (2, OUT)
+    torch.testing.assert_close(ours, ref, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize('size', [(IMG, IMG), (96, 96)])
+def test_featmap_and_dense_map_match_reference(reference, size):
+    model = loaded(reference, out_type='featmap', out_indices=(0, 1))
+    x = images(size, seed=6)
+    h, w = size[0] // PATCH, size[1] // PATCH
+    with torch.no_grad():
+        outs, dense = model.forward_dense(x)
+        plain = model(x)
+        tokens = reference.tokens(x)[:, 1:]
+        ref_dense = reference.encode_dense(x)
+    assert [o.shape for o in outs] == [(2, WIDTH, h, w)] * 2
+    for a, b in zip(outs, plain):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(
+        outs[1],
+        tokens.transpose(1, 2).reshape(2, WIDTH, h, w),
+        atol=1e-4,
+        rtol=0)
+    assert dense.shape == (2, OUT, h, w)
+    torch.testing.assert_close(dense, ref_dense, atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        dense.norm(dim=1), torch.ones(2, h, w), atol=1e-5, rtol=0)
+
+
+def test_non_square_input_runs(reference):
+    model = loaded(reference, out_type='featmap', out_indices=(1, ))
+    with torch.no_grad():
+        outs, dense = model.forward_dense(images((48, 80), batch=1))
+    assert outs[0].shape == (1, WIDTH, 3, 5) and dense.shape == (1, OUT, 3, 5)
+    assert torch.isfinite(dense).all()
+
+
+def test_cli_converts_full_eva_checkpoint(reference, tmp_path, repo_root,
+                                          subprocess_env):
+    src = osp.join(tmp_path, 'EVA02_CLIP_tiny.pt')
+    dst = osp.join(tmp_path, 'eva_mmlocat.pth')
+    torch.save(full_eva_clip_state_dict(reference), src)
+    proc = subprocess.run(
+        [sys.executable, 'tools/model_converters/eva2mmlocat.py', src, dst],
+        cwd=repo_root,
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
+    assert all(k.startswith('backbone.') for k in sd)
+    assert not any('rope' in k or 'text' in k for k in sd)
+    for pooling in ('cls', 'lazy_strike'):
+        model = eva(
+            pooling=pooling,
+            init_cfg=dict(
+                type='Pretrained', checkpoint=dst, prefix='backbone.'))
+        model.init_weights()
+        x = images((IMG, IMG), seed=7)
+        with torch.no_grad():
+            torch.testing.assert_close(
+                model(x)[0], reference(x, pooling), atol=1e-4, rtol=0)
+
+
+def test_cli_rejects_unknown_format(tmp_path, repo_root, subprocess_env):
+    src = osp.join(tmp_path, 'other.pth')
+    torch.save({'conv.weight': torch.zeros(2, 2)}, src)
+    proc = subprocess.run([
+        sys.executable, 'tools/model_converters/eva2mmlocat.py', src,
+        osp.join(tmp_path, 'out.pth')
+    ],
+                          cwd=repo_root,
+                          env=subprocess_env,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
+    assert proc.returncode != 0
+    assert 'EVA02-CLIP image tower' in proc.stderr
+    assert not osp.exists(osp.join(tmp_path, 'out.pth'))
+
+
+def test_pretrained_with_missing_keys_refuses(reference, tmp_path):
+    sd = convert_eva02_clip(reference.state_dict())
+    del sd['layers.1.attn.q_proj.bias']
+    path = osp.join(tmp_path, 'partial.pth')
+    torch.save({'state_dict': sd}, path)
+    model = eva(init_cfg=dict(type='Pretrained', checkpoint=path))
+    with pytest.raises(Exception, match='q_proj.bias'):
+        model.init_weights()
+
+
+def test_frozen_backbone_stays_eval_without_grads():
+    model = eva(frozen=True, drop_rate=0.1, drop_path_rate=0.1)
+    model.train()
+    assert not model.training and all(not m.training for m in model.modules())
+    assert all(not p.requires_grad for p in model.parameters())
+    y = model(images((IMG, IMG), batch=1))[0]
+    assert not y.requires_grad
+    # deterministic although dropout / drop path are configured
+    torch.testing.assert_close(y, model(images((IMG, IMG), batch=1))[0])
+
+
+def test_layout_and_named_archs():
+    model = eva()
+    assert model.patch_embed.projection.bias is not None
+    assert isinstance(model.pre_norm, nn.Identity)  # EVA has no ln_pre
+    assert model.ln1.eps == 1e-6
+    attn = model.layers[0].attn
+    assert attn.k_proj.bias is None and attn.q_proj.bias is not None
+    assert model.layers[0].ffn.w12.weight.shape == (2 * HIDDEN, WIDTH)
+    assert model.head.weight.shape == (OUT, WIDTH)
+    assert model.get_layer_depth('head.weight') == (LAYERS + 1, LAYERS + 2)
+    assert model.get_layer_depth('layers.0.attn.q_proj.weight')[0] == 1
+    with torch.device('meta'):
+        base = EVA02CLIPViT(arch='b')
+        large = EVA02CLIPViT(arch='l')
+    assert base.head.weight.shape == (512, 768) and len(base.layers) == 12
+    assert base.patch_resolution == (14, 14)
+    assert base.layers[0].ffn.w12.weight.shape == (2 * 2048, 768)
+    assert large.head.weight.shape == (768, 1024) and len(large.layers) == 24
+    assert large.patch_resolution == (24, 24)  # 336 / 14
+    assert large.layers[0].ffn.w3.weight.shape == (1024, 2730)
+    assert large.pos_embed.shape == (1, 577, 1024)
+    partly = eva(frozen_stages=1)
+    assert not any(p.requires_grad for p in partly.layers[0].parameters())
+    assert all(p.requires_grad for p in partly.layers[1].parameters())
+    no_head = eva(arch=dict(ARCH, output_dims=None))
+    assert no_head.head is None
+    assert no_head(images((IMG, IMG), batch=1))[0].shape == (1, WIDTH)
+    with pytest.raises(ValueError, match='pre_norm'):
+        eva(pre_norm=True)
+    with pytest.raises(KeyError, match='arch'):
+        EVA02CLIPViT(arch='huge')
+    with pytest.raises(ValueError, match='divisible by 4'):
+        eva(arch=dict(ARCH, num_heads=32))  # head_dims 2
+
+
+def test_forward_with_scores_adds_projected_embedding():
+    model = eva()
+    with torch.no_grad():
+        out = model.forward_with_scores(images((IMG, IMG)))
+    assert out['global_token'].shape == (2, WIDTH)
+    torch.testing.assert_close(out['embedding'],
+                               model.head(out['global_token']))
+    assert out['patch_score'].shape == (2, 1, 4, 4)
+    assert out['vote_map'].sum(dim=(1, 2, 3)).eq(WIDTH).all()
+
+
+@pytest.mark.parametrize('scope', ['mmpretrain', 'mmseg', 'mmdet'])
+def test_build_from_host_registries(scope):
+    registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
+    model = registry.build(
+        dict(
+            type='mmlocat.EVA02CLIPViT',
+            arch=ARCH,
+            img_size=IMG,
+            patch_size=PATCH,
+            out_type='featmap',
+            out_indices=(0, 1),
+            frozen=True))
+    assert isinstance(model, EVA02CLIPViT) and model.frozen
+    assert not model.training
+
+
+def test_fvit_detector_with_eva02_backbone(tmp_path):
+    """F-ViT trains (frozen tower, no grads) and fuses the dense CLIP map
+    with an EVA02-CLIP backbone, unchanged."""
+    sys.path.insert(0, osp.join(osp.dirname(__file__), '..', 'test_det'))
+    try:
+        from _fvit_tiny import EMBED, tiny_fvit_cfg, write_embeddings
+        from test_fvit import _batch, _build
+    finally:
+        sys.path.pop(0)
+    names = ['cat', 'dog', 'car']
+    cfg = tiny_fvit_cfg(
+        write_embeddings(tmp_path / 'emb.npy', names),
+        names,
+        base_class_names=['cat', 'car'])
+    cfg['backbone'] = dict(
+        type='mmlocat.EVA02CLIPViT',
+        arch=dict(
+            embed_dims=32,
+            num_layers=4,
+            num_heads=2,
+            feedforward_channels=64,
+            output_dims=EMBED),
+        patch_size=16,
+        img_size=64,
+        out_type='featmap',
+        out_indices=(0, 1, 2, 3),
+        frozen=True)
+    model = _build(cfg)
+    assert isinstance(model.backbone, EVA02CLIPViT)
+    model.train()
+    assert not model.backbone.training
+    data = _batch(model)
+    total, _ = model.parse_losses(
+        model.loss(data['inputs'], data['data_samples']))
+    total.backward()
+    assert torch.isfinite(total)
+    assert all(p.grad is None for p in model.backbone.parameters())
+    model.eval()
+    calls = []
+    dense = model.backbone.forward_dense
+    model.backbone.forward_dense = lambda x: calls.append(1) or dense(x)
+    with torch.no_grad():
+        res = model.predict(data['inputs'], data['data_samples'])
+    assert calls == [1]
+    assert len(res[0].pred_instances.scores) > 0
