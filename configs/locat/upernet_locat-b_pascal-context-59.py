@@ -8,7 +8,7 @@ model = dict(
         type='mmlocat.LocAtViT',
         arch='b',
         # the pre-training grid (224 / 16) fixes GAug's cap, eps and clamp;
-        # at the 512 crop the variances are rescaled, pos-embeds resampled
+        # at the 480 crop the variances are rescaled, pos-embeds resampled
         img_size=224,
         patch_size=16,
         out_type='featmap',

@@ -5,3 +5,7 @@ _base_ = [
 crop_size = (512, 512)
 model = dict(
     data_preprocessor=dict(size=crop_size), decode_head=dict(num_classes=150))
+# 8 GPUs x 4 images
+train_dataloader = dict(batch_size=4)
+val_dataloader = dict(batch_size=1)
+test_dataloader = val_dataloader

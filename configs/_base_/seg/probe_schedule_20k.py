@@ -15,6 +15,5 @@ param_scheduler = [
         anneal_strategy='linear',
         by_epoch=False)
 ]
-train_dataloader = dict(batch_size=4)
-val_dataloader = dict(batch_size=1)
-test_dataloader = val_dataloader
+# Batch sizes (8 GPUs x 4 images) are set by the dataset configs: mmengine
+# rejects a key defined in two bases of one file.

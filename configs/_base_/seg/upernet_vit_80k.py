@@ -32,7 +32,5 @@ param_scheduler = [
         end=80000,
         by_epoch=False)
 ]
-# 8 GPUs x 2 images
-train_dataloader = dict(batch_size=2)
-val_dataloader = dict(batch_size=1)
-test_dataloader = val_dataloader
+# Batch sizes (8 GPUs x 2 images) are set by the dataset configs: mmengine
+# rejects a key defined in two bases of one file.

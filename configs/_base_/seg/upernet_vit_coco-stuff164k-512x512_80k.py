@@ -6,3 +6,7 @@ model = dict(
     data_preprocessor=dict(size=crop_size),
     decode_head=dict(num_classes=171),
     auxiliary_head=dict(num_classes=171))
+# 8 GPUs x 2 images
+train_dataloader = dict(batch_size=2)
+val_dataloader = dict(batch_size=1)
+test_dataloader = val_dataloader

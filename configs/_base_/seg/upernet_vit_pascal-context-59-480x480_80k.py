@@ -9,3 +9,7 @@ model = dict(
     decode_head=dict(num_classes=59),
     auxiliary_head=dict(num_classes=59),
     test_cfg=dict(mode='slide', crop_size=crop_size, stride=(320, 320)))
+# 8 GPUs x 2 images
+train_dataloader = dict(batch_size=2)
+val_dataloader = dict(batch_size=1)
+test_dataloader = val_dataloader

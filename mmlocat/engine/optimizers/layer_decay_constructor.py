@@ -58,18 +58,18 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
         cfg = self.paramwise_cfg
         unknown = sorted(set(cfg) - set(self.ALLOWED_KEYS))
         if unknown:
-            raise ValueError(
-                f'unknown paramwise_cfg keys {unknown} for '
-                f'LayerDecayOptimWrapperConstructor; allowed: '
-                f'{list(self.ALLOWED_KEYS)}')
+            raise ValueError(f'unknown paramwise_cfg keys {unknown} for '
+                             f'LayerDecayOptimWrapperConstructor; allowed: '
+                             f'{list(self.ALLOWED_KEYS)}')
         rate = cfg.get('layer_decay_rate')
         if (isinstance(rate, bool) or not isinstance(rate, Real)
                 or not 0 < rate <= 1):
             raise ValueError('paramwise_cfg.layer_decay_rate must be a '
                              f'number in (0, 1], got {rate!r}')
         names = cfg.get('no_decay_names', DEFAULT_NO_DECAY)
-        if isinstance(names, str) or not all(
-                isinstance(n, str) for n in names):
+        strings = not isinstance(names, str) and all(
+            isinstance(n, str) for n in names)
+        if not strings:
             raise TypeError('paramwise_cfg.no_decay_names must be a list of '
                             f'strings, got {names!r}')
         if self.base_lr is None:
