@@ -21,3 +21,14 @@ def subprocess_env() -> dict:
     env.setdefault('OMP_NUM_THREADS', '1')
     env['MKL_NUM_THREADS'] = env['OMP_NUM_THREADS']
     return env
+
+
+@pytest.fixture(autouse=True)
+def isolate_default_scope():
+    """Undo ``init_default_scope`` calls of a test (mmengine keeps a global
+    scope; a leaked 'mmpretrain' scope breaks later mmdet builds)."""
+    from mmengine.registry import DefaultScope
+    before = dict(DefaultScope._instance_dict)
+    yield
+    DefaultScope._instance_dict.clear()
+    DefaultScope._instance_dict.update(before)
