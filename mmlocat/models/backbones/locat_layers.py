@@ -15,7 +15,7 @@ from mmengine.model import BaseModule
 from mmpretrain.models.utils import build_norm_layer
 from torch import nn
 
-from ..layers.gaug import GaussianAugment, gaug_attention
+from ..layers.gaug import GAUG_IMPLS, GaussianAugment, gaug_attention
 
 __all__ = ['GAugAttention', 'LocAtEncoderLayer']
 
@@ -31,6 +31,8 @@ class GAugAttention(BaseModule):
         gaug: Add the GAug bias; ``False`` gives plain attention.
         gaug_clamp: Clamp the GAug distance terms (see
             :class:`~mmlocat.models.layers.GaussianAugment`).
+        gaug_impl: GAug kernel: 'auto', 'dense' (reference), 'chunked' or
+            'flex' (see :func:`~mmlocat.models.layers.gaug_attention`).
         attn_drop: Dropout on the attention weights.
         proj_drop: Dropout after the output projection.
         drop_path_rate: Stochastic depth of the attention branch.
@@ -45,6 +47,7 @@ class GAugAttention(BaseModule):
                  num_prefix_tokens: int = 1,
                  gaug: bool = True,
                  gaug_clamp: bool = True,
+                 gaug_impl: str = 'auto',
                  attn_drop: float = 0.,
                  proj_drop: float = 0.,
                  drop_path_rate: float = 0.,
@@ -57,6 +60,10 @@ class GAugAttention(BaseModule):
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
+        if gaug_impl not in GAUG_IMPLS:
+            raise ValueError(f'gaug_impl must be one of {GAUG_IMPLS}, got '
+                             f'{gaug_impl!r}')
+        self.gaug_impl = gaug_impl
         self.attn_drop = attn_drop
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
@@ -75,7 +82,8 @@ class GAugAttention(BaseModule):
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dims)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         drop = self.attn_drop if self.training else 0.
-        x = gaug_attention(q, k, v, self.gaug, hw, attn_drop_p=drop)
+        x = gaug_attention(
+            q, k, v, self.gaug, hw, attn_drop_p=drop, impl=self.gaug_impl)
         x = x.transpose(1, 2).reshape(b, n, c)
         x = self.proj_drop(self.proj(x))
         return self.out_drop(x)
@@ -92,6 +100,7 @@ class LocAtEncoderLayer(BaseModule):
         num_prefix_tokens: CLS + register tokens before the patches.
         gaug: Add the GAug bias.
         gaug_clamp: Clamp the GAug distance terms.
+        gaug_impl: GAug kernel ('auto', 'dense', 'chunked', 'flex').
         drop_rate: Dropout after the projections / in the MLP.
         attn_drop_rate: Dropout on the attention weights.
         drop_path_rate: Stochastic depth rate.
@@ -109,6 +118,7 @@ class LocAtEncoderLayer(BaseModule):
                  num_prefix_tokens: int = 1,
                  gaug: bool = True,
                  gaug_clamp: bool = True,
+                 gaug_impl: str = 'auto',
                  drop_rate: float = 0.,
                  attn_drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
@@ -126,6 +136,7 @@ class LocAtEncoderLayer(BaseModule):
             num_prefix_tokens=num_prefix_tokens,
             gaug=gaug,
             gaug_clamp=gaug_clamp,
+            gaug_impl=gaug_impl,
             attn_drop=attn_drop_rate,
             proj_drop=drop_rate,
             drop_path_rate=drop_path_rate,

@@ -98,6 +98,10 @@ class LocAtViT(VisionTransformer):
         gaug: Gaussian-augmented attention in every block.
         prr: Patch representation refinement before pooling.
         gaug_clamp: Clamp GAug's distance terms (turn off to visualise).
+        gaug_impl: GAug kernel, all exact: 'auto' (default: the fastest
+            for the device and grad mode), 'dense' (the reference, full
+            N x N bias), 'chunked' (query blocks, O(block * N) memory) or
+            'flex' (FlexAttention; no backward on CPU).
         num_register_tokens: Register tokens after the CLS token.
         use_pos_embed: Learned absolute position embedding (``False`` is the
             paper's no-position-embedding ablation).
@@ -160,6 +164,7 @@ class LocAtViT(VisionTransformer):
                  gaug: bool = True,
                  prr: bool = True,
                  gaug_clamp: bool = True,
+                 gaug_impl: str = 'auto',
                  num_register_tokens: int = 0,
                  use_pos_embed: bool = True,
                  drop_rate: float = 0.,
@@ -244,6 +249,7 @@ class LocAtViT(VisionTransformer):
                 num_prefix_tokens=self.num_extra_tokens,
                 gaug=gaug,
                 gaug_clamp=gaug_clamp,
+                gaug_impl=gaug_impl,
                 drop_rate=drop_rate,
                 attn_drop_rate=attn_drop_rate,
                 drop_path_rate=float(dpr[i]),

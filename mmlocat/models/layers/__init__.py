@@ -1,4 +1,7 @@
 from .gaug import GaussianAugment, gaug_attention, gaug_clamp_value, gaug_eps
+from .gaug_chunked import chunked_gaug_attention
+from .gaug_flex import flex_gaug_attention
+from .gaug_kernels import GAUG_IMPLS, resolve_gaug_impl
 from .lazy_strike import (LazyStrikeOutput, LazyStrikePool, channel_lowpass,
                           lazy_strike_pool, lazy_strike_window, resolve_topk)
 from .patch_score import patch_score
@@ -7,5 +10,7 @@ from .prr import PRR
 __all__ = [
     'GaussianAugment', 'gaug_attention', 'gaug_clamp_value', 'gaug_eps', 'PRR',
     'LazyStrikeOutput', 'LazyStrikePool', 'channel_lowpass',
-    'lazy_strike_pool', 'lazy_strike_window', 'resolve_topk', 'patch_score'
+    'lazy_strike_pool', 'lazy_strike_window', 'resolve_topk', 'patch_score',
+    'chunked_gaug_attention', 'flex_gaug_attention', 'GAUG_IMPLS',
+    'resolve_gaug_impl'
 ]

@@ -23,7 +23,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ['GaussianAugment', 'gaug_attention', 'gaug_eps', 'gaug_clamp_value']
+# Re-exported: callers have always found ``gaug_attention`` here.
+from .gaug_kernels import GAUG_IMPLS, gaug_attention, resolve_gaug_impl
+
+__all__ = [
+    'GaussianAugment', 'gaug_attention', 'gaug_eps', 'gaug_clamp_value',
+    'resolve_gaug_impl', 'GAUG_IMPLS'
+]
+
+Factors = Tuple[torch.Tensor, torch.Tensor]
+# Smallest kept factor of the separable bias: 2^-63 * 2^-63 is float32's
+# smallest normal number (see GaussianAugment.axis_gauss).
+_TINY = 2.**-63
+# exp() below -87.3 is subnormal in float32, which is slow to produce.
+_MIN_EXPONENT = -80.
 
 # fp16 safety margin of the public code: half of fp16's largest value.
 _FP16_HALF_MAX = 65000 / 2
@@ -75,6 +88,30 @@ def _axis_terms(length: int, clamp_value: Optional[float],
         if clamp_value is not None:
             terms = terms.clamp(min=clamp_value)
     return terms
+
+
+def _flushed_exp(exponent: torch.Tensor,
+                 scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``scale * exp(exponent)`` with results below 2^-63 set to 0.
+
+    Without autograd, ``exponent`` is overwritten with the result.
+
+    Exponents are clamped at -80 first so that ``exp`` never produces a
+    subnormal (slow); that changes only results that are flushed anyway
+    (``scale * exp(-80) < 2^-63`` for any ``scale < 5e15``).
+    """
+    if torch.is_grad_enabled() and (exponent.requires_grad or
+                                    (scale is not None
+                                     and scale.requires_grad)):
+        out = torch.exp(exponent.clamp(min=_MIN_EXPONENT))
+        if scale is not None:
+            out = out * scale
+        return F.threshold(out, _TINY, 0.)
+    # Inference: in place on the (fresh) exponent, no temporaries.
+    out = exponent.clamp_(min=_MIN_EXPONENT).exp_()
+    if scale is not None:
+        out.mul_(scale)
+    return F.threshold(out, _TINY, 0., inplace=True)
 
 
 class GaussianAugment(nn.Module):
@@ -177,8 +214,7 @@ class GaussianAugment(nn.Module):
         h, w = self._check(q, hw)
         num_prefix = self.num_prefix_tokens
         var, alpha = self.variance_and_alpha(q[:, :, num_prefix:], (h, w))
-        clamp_value = (
-            gaug_clamp_value(self.grid_size) if self.clamp else None)
+        clamp_value = self.clamp_value()
         rows = _axis_terms(h, clamp_value, q.device)
         cols = _axis_terms(w, clamp_value, q.device)
         # Query p sits at (p // w, p % w) in raster order.
@@ -196,32 +232,69 @@ class GaussianAugment(nn.Module):
             bias = F.pad(bias, (num_prefix, 0, num_prefix, 0))
         return bias.to(q.dtype)
 
-    def forward(self, q: torch.Tensor, hw: Sequence[int]) -> torch.Tensor:
-        """Alias of :meth:`compute_bias`."""
-        return self.compute_bias(q, hw)
+    def clamp_value(self) -> Optional[float]:
+        """The active lower bound of the per-axis terms, or ``None``."""
+        return gaug_clamp_value(self.grid_size) if self.clamp else None
 
+    def factors(self, q: torch.Tensor, hw: Sequence[int]) -> Factors:
+        """Checked per-query ``(var, alpha)`` of the patch queries.
 
-def gaug_attention(q: torch.Tensor,
-                   k: torch.Tensor,
-                   v: torch.Tensor,
-                   gaug: Optional[GaussianAugment],
+        Args:
+            q: Raw per-head queries (B, heads, N, d), prefix included.
+            hw: The actual patch grid ``(H, W)``.
+
+        Returns:
+            See :meth:`variance_and_alpha`.
+        """
+        hw = self._check(q, hw)
+        return self.variance_and_alpha(q[:, :, self.num_prefix_tokens:], hw)
+
+    def axis_gauss(self,
+                   var: torch.Tensor,
+                   alpha: torch.Tensor,
                    hw: Sequence[int],
-                   attn_drop_p: float = 0.) -> torch.Tensor:
-    """``softmax(q k^T / sqrt(d) + S) v`` with the GAug bias ``S``.
+                   start: int = 0) -> Factors:
+        """The separable factors of the bias, float32.
 
-    The single entry point of the Gaussian-augmented attention, so a faster
-    exact kernel can replace the dense bias without touching the callers.
+        ``S[p, (r, c)] = row_gauss[p, r] * col_gauss[p, c]`` for patches.
 
-    Args:
-        q, k, v: Per-head tensors (B, heads, N, d); ``q`` is the raw query.
-        gaug: The bias module, or ``None`` for plain attention.
-        hw: The actual patch grid ``(H, W)``.
-        attn_drop_p: Dropout on the attention weights (0 in eval).
+        Args:
+            var: (..., P, 2) from :meth:`factors`, for the ``P`` query
+                patches ``start .. start + P - 1`` (raster order).
+            alpha: (..., P, 1) from :meth:`factors`, same queries.
+            hw: The actual patch grid ``(H, W)``.
+            start: Index of the first query patch.
 
-    Returns:
-        The attention output (B, heads, N, d).
-    """
-    # Through the module call, so forward hooks (e.g. GAugStatsHook) see it.
-    bias = gaug(q, hw) if gaug is not None else None
-    return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=bias, dropout_p=attn_drop_p)
+        Returns:
+            ``row_gauss`` (..., P, H), amplitude included, and
+            ``col_gauss`` (..., P, W).
+        """
+        h, w = (int(s) for s in hw)
+        device = var.device
+        clamp_value = self.clamp_value()
+        rows = _axis_terms(h, clamp_value, device)
+        cols = _axis_terms(w, clamp_value, device)
+        patch = torch.arange(start, start + var.shape[-2], device=device)
+        with torch.autocast(device_type=device.type, enabled=False):
+            # Far tails underflow into float32 subnormals, and arithmetic
+            # on subnormals is ~100x slower on x86 (it makes the dense bias
+            # ~10x slower than plain attention at 1024^2). Factors below
+            # 2^-63 become 0, so no product of two factors is subnormal;
+            # each dropped bias term is < alpha * 2^-63, far below the
+            # round-off of any logit it is added to.
+            row_gauss = _flushed_exp(
+                rows[patch // w] / (var[..., 0:1] + self.eps), alpha)
+            col_gauss = _flushed_exp(cols[patch % w] /
+                                     (var[..., 1:2] + self.eps))
+        return row_gauss, col_gauss
+
+    def forward(self,
+                q: torch.Tensor,
+                hw: Sequence[int],
+                return_factors: bool = False):
+        """The bias (:meth:`compute_bias`), or with ``return_factors`` the
+        per-query ``(var, alpha)`` (:meth:`factors`) that the memory-light
+        kernels use. Either way a module call, so forward hooks fire."""
+        if return_factors:
+            return self.factors(q, hw)
+        return self.compute_bias(q, hw)
