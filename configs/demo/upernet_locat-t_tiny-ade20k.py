@@ -1,12 +1,12 @@
 # `make demo`: UperNet + LocAtViT-T trained from scratch on the generated
 # tiny ADE20K-format set (tools/demo.py writes it to data/demo). Shrinks
 # ../locat/upernet_locat-t_ade20k.py to CPU scale: 128 crops, narrow heads,
-# 300 iterations, a from-scratch learning rate. Nothing else changes.
+# 200 iterations, a from-scratch learning rate. Nothing else changes.
 _base_ = '../locat/upernet_locat-t_ade20k.py'
 
 data_root = 'data/demo/ade/ADEChallengeData2016'
 crop_size = (128, 128)
-iters = 300
+iters = 200
 
 model = dict(
     data_preprocessor=dict(size=crop_size),
@@ -45,12 +45,12 @@ test_dataloader = val_dataloader
 
 optim_wrapper = dict(optimizer=dict(lr=1e-3, weight_decay=0.01))
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=False, begin=0, end=30),
+    dict(type='LinearLR', start_factor=1e-3, by_epoch=False, begin=0, end=20),
     dict(
         type='PolyLR',
         eta_min=0.0,
         power=1.0,
-        begin=30,
+        begin=20,
         end=iters,
         by_epoch=False)
 ]
