@@ -10,12 +10,11 @@ component (``scipy.ndimage.label``), as in LOST's seed-expansion protocol.
 from typing import List, Optional, Sequence
 
 import numpy as np
-from mmengine.evaluator import BaseMetric
 from scipy import ndimage
 
 from mmlocat.registry import METRICS
-from .loc_utils import (box_iou, check_score_grid, get_field, to_boxes,
-                        to_score_map)
+from .loc_utils import (ScoreMapMetric, box_iou, check_score_grid, get_field,
+                        to_boxes, to_score_map)
 
 __all__ = ['foreground_mask', 'largest_component_box', 'CorLoc']
 
@@ -54,7 +53,7 @@ def largest_component_box(mask: np.ndarray,
 
 
 @METRICS.register_module()
-class CorLoc(BaseMetric):
+class CorLoc(ScoreMapMetric):
     """Correct localisation rate of the patch-score discovery box.
 
     Per image: foreground ``s > mean(s) + std(s)``, the tight box of the
@@ -94,22 +93,19 @@ class CorLoc(BaseMetric):
                  prefix: Optional[str] = None,
                  collect_dir: Optional[str] = None) -> None:
         super().__init__(
+            patch_size=patch_size,
+            score_key=score_key,
+            box_key=box_key,
             collect_device=collect_device,
             prefix=prefix,
             collect_dir=collect_dir)
-        if int(patch_size) != patch_size or patch_size <= 0:
-            raise ValueError(
-                f'patch_size must be a positive int, got {patch_size}')
         if connectivity not in (4, 8):
             raise ValueError(
                 f'connectivity must be 4 or 8, got {connectivity}')
         if not 0 < iou_thr <= 1:
             raise ValueError(f'iou_thr must be in (0, 1], got {iou_thr}')
-        self.patch_size = int(patch_size)
         self.iou_thr = float(iou_thr)
         self.connectivity = connectivity
-        self.score_key = score_key
-        self.box_key = box_key
 
     def predict_box(
             self,

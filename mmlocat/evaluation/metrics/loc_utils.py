@@ -10,6 +10,7 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from mmengine.evaluator import BaseMetric
 
 __all__ = [
     'to_score_map', 'to_boxes', 'check_score_grid', 'get_field', 'box_iou'
@@ -111,3 +112,32 @@ def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     union = area + areas - inter
     return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+class ScoreMapMetric(BaseMetric):
+    """Base of the metrics that read a patch-score map and GT boxes.
+
+    Args:
+        patch_size: Side of one score-map cell in input pixels.
+        score_key: Data-sample field holding the (h, w) score map.
+        box_key: Data-sample field holding the (K, 4) GT boxes.
+        collect_device, prefix, collect_dir: As :class:`BaseMetric`.
+    """
+
+    def __init__(self,
+                 patch_size: int = 16,
+                 score_key: str = 'patch_score',
+                 box_key: str = 'gt_bboxes',
+                 collect_device: str = 'cpu',
+                 prefix: Optional[str] = None,
+                 collect_dir: Optional[str] = None) -> None:
+        super().__init__(
+            collect_device=collect_device,
+            prefix=prefix,
+            collect_dir=collect_dir)
+        if int(patch_size) != patch_size or patch_size <= 0:
+            raise ValueError(
+                f'patch_size must be a positive int, got {patch_size}')
+        self.patch_size = int(patch_size)
+        self.score_key = score_key
+        self.box_key = box_key

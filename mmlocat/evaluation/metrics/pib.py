@@ -10,10 +10,10 @@ only needs the score map and the boxes in network-input coordinates.
 from typing import List, Optional, Sequence
 
 import numpy as np
-from mmengine.evaluator import BaseMetric
 
 from mmlocat.registry import METRICS
-from .loc_utils import check_score_grid, get_field, to_boxes, to_score_map
+from .loc_utils import (ScoreMapMetric, check_score_grid, get_field, to_boxes,
+                        to_score_map)
 
 __all__ = ['point_in_box', 'PointInBox']
 
@@ -46,7 +46,7 @@ def point_in_box(score_map: np.ndarray,
 
 
 @METRICS.register_module()
-class PointInBox(BaseMetric):
+class PointInBox(ScoreMapMetric):
     """Point-in-Box accuracy of patch-score maps.
 
     Every data sample must carry the per-image score map (``score_key``,
@@ -68,24 +68,6 @@ class PointInBox(BaseMetric):
         ``pib/PiB`` (fraction in [0, 1]) and ``pib/num_images``.
     """
     default_prefix: Optional[str] = 'pib'
-
-    def __init__(self,
-                 patch_size: int = 16,
-                 score_key: str = 'patch_score',
-                 box_key: str = 'gt_bboxes',
-                 collect_device: str = 'cpu',
-                 prefix: Optional[str] = None,
-                 collect_dir: Optional[str] = None) -> None:
-        super().__init__(
-            collect_device=collect_device,
-            prefix=prefix,
-            collect_dir=collect_dir)
-        if int(patch_size) != patch_size or patch_size <= 0:
-            raise ValueError(
-                f'patch_size must be a positive int, got {patch_size}')
-        self.patch_size = int(patch_size)
-        self.score_key = score_key
-        self.box_key = box_key
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         """Score each image: 1 if its argmax cell is in a box, else 0."""
