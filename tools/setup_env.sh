@@ -11,6 +11,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-$ROOT/.venv}"
+# Later steps run from other directories (the mmcv build cds into a temporary
+# folder), so a relative VENV must be made absolute here, once.
+[[ "$VENV" == /* ]] || VENV="$PWD/$VENV"
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 CACHE="${MMLOCAT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mmlocat}"
