@@ -8,29 +8,35 @@ L2-normalised, the prompts of a class are averaged and the mean is
 normalised again.
 
 On disk an embedding file is a ``(C, D)`` float ``.npy`` plus a sidecar
-``.json`` (same stem) holding the list of the ``C`` class names, row by row;
-an optional last row named ``'background'`` is the background embedding.
+``.json`` (same stem) holding the ``C`` class names, row by row: a plain
+list, or ``{"classes": [...], "text_model": {...}}`` where ``text_model``
+records the text tower that wrote it (open_clip ``name``, ``weights`` file
+and its ``sha256``) so that a detector can refuse embeddings of another
+CLIP than its backbone's. An optional last row named ``'background'`` is
+the background embedding.
 :func:`load_text_embeddings` checks the names and their order against the
 dataset's classes and never reorders silently.
 """
 import json
 import os
 import os.path as osp
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 __all__ = [
-    'PROMPT_TEMPLATES', 'BACKGROUND', 'sidecar_path', 'build_class_embeddings',
-    'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
+    'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES', 'SINGLE_TEMPLATE',
+    'TEMPLATE_SETS', 'BACKGROUND', 'sidecar_path', 'fvit_prompts',
+    'plain_prompts', 'build_class_embeddings', 'save_text_embeddings',
+    'load_text_embeddings', 'read_class_names', 'read_text_model',
     'resolve_class_names', 'names_from_annotations'
 ]
 
 BACKGROUND = 'background'
 
-# 63 prompts in the style of CLIP's ImageNet zero-shot templates (F-ViT's
-# set). Each must contain exactly one '{}' for the class name.
-PROMPT_TEMPLATES = (
+# CLIP's ImageNet-style prompt set (63 templates); the prompt style of
+# ``prompt_style='plain'``. Each must contain exactly one '{}'.
+CLIP_TEMPLATES = (
     'a bad photo of a {}.', 'a photo of many {}.', 'a sculpture of a {}.',
     'a photo of the hard to see {}.', 'a low resolution photo of the {}.',
     'a rendering of a {}.', 'graffiti of a {}.', 'a bad photo of the {}.',
@@ -57,6 +63,47 @@ PROMPT_TEMPLATES = (
     'a jpeg corrupted photo of the {}.', 'a good photo of a {}.',
     'itap of a {}.')
 
+# F-ViT's 63 templates (CLIPSelf, F-ViT/tools/clip_utils.py), used with
+# ``prompt_style='fvit'``: ``{article}`` is 'a'/'an' and prompts starting
+# with "a"/"the" get a leading "This is ".
+FVIT_TEMPLATES = (
+    'There is {article} {} in the scene.', 'There is the {} in the scene.',
+    'a photo of {article} {} in the scene.', 'a photo of the {} in the scene.',
+    'a photo of one {} in the scene.', 'itap of {article} {}.',
+    'itap of my {}.', 'itap of the {}.', 'a photo of {article} {}.',
+    'a photo of my {}.', 'a photo of the {}.', 'a photo of one {}.',
+    'a photo of many {}.', 'a good photo of {article} {}.',
+    'a good photo of the {}.', 'a bad photo of {article} {}.',
+    'a bad photo of the {}.', 'a photo of a nice {}.',
+    'a photo of the nice {}.', 'a photo of a cool {}.',
+    'a photo of the cool {}.', 'a photo of a weird {}.',
+    'a photo of the weird {}.', 'a photo of a small {}.',
+    'a photo of the small {}.', 'a photo of a large {}.',
+    'a photo of the large {}.', 'a photo of a clean {}.',
+    'a photo of the clean {}.', 'a photo of a dirty {}.',
+    'a photo of the dirty {}.', 'a bright photo of {article} {}.',
+    'a bright photo of the {}.', 'a dark photo of {article} {}.',
+    'a dark photo of the {}.', 'a photo of a hard to see {}.',
+    'a photo of the hard to see {}.',
+    'a low resolution photo of {article} {}.',
+    'a low resolution photo of the {}.', 'a cropped photo of {article} {}.',
+    'a cropped photo of the {}.', 'a close-up photo of {article} {}.',
+    'a close-up photo of the {}.', 'a jpeg corrupted photo of {article} {}.',
+    'a jpeg corrupted photo of the {}.', 'a blurry photo of {article} {}.',
+    'a blurry photo of the {}.', 'a pixelated photo of {article} {}.',
+    'a pixelated photo of the {}.', 'a black and white photo of the {}.',
+    'a black and white photo of {article} {}.', 'a plastic {}.',
+    'the plastic {}.', 'a toy {}.', 'the toy {}.', 'a plushie {}.',
+    'the plushie {}.', 'a cartoon {}.', 'the cartoon {}.',
+    'an embroidered {}.', 'the embroidered {}.', 'a painting of the {}.',
+    'a painting of a {}.')
+# The default prompt set: F-ViT's.
+PROMPT_TEMPLATES = FVIT_TEMPLATES
+SINGLE_TEMPLATE = ('a photo of a {}.', )
+TEMPLATE_SETS = dict(
+    fvit=FVIT_TEMPLATES, clip=CLIP_TEMPLATES, single=SINGLE_TEMPLATE)
+PROMPT_STYLES = ('fvit', 'plain')
+
 
 def sidecar_path(npy_path: str) -> str:
     """The class-name list next to an embedding file: ``x.npy`` -> ``x.json``.
@@ -67,12 +114,18 @@ def sidecar_path(npy_path: str) -> str:
 
 
 def read_class_names(path: str) -> List[str]:
-    """Read a class-name list: a ``.json`` list or a ``.txt`` (one a line)."""
+    """Read class names: a ``.json`` list, an embedding sidecar, a
+    COCO/LVIS annotation file (its categories in id order) or a ``.txt``
+    (one a line)."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'class-name file not found: {path}')
     if path.endswith('.json'):
         with open(path, encoding='utf-8') as f:
             names = json.load(f)
+        if isinstance(names, dict) and 'categories' in names:
+            names = names_from_annotations(names)[0]
+        elif isinstance(names, dict) and 'classes' in names:
+            names = names['classes']  # an embedding sidecar
     else:
         with open(path, encoding='utf-8') as f:
             names = [line.strip() for line in f if line.strip()]
@@ -89,22 +142,47 @@ def _normalize(x: np.ndarray) -> np.ndarray:
     return x / norm
 
 
+def fvit_prompts(name: str, templates: Sequence[str]) -> List[str]:
+    """F-ViT's prompts of one class name (CLIPSelf ``clip_utils``).
+
+    The name is lower-cased with ``_`` read as a space, ``/`` as " or " and
+    trailing dots removed; ``{article}`` is "an" when the raw name starts
+    with a lower-case vowel, else "a"; prompts that start with "a" or
+    "the" get a leading "This is ".
+    """
+    text = name.replace('_', ' ').replace('/', ' or ').lower().rstrip('.')
+    article = 'an' if name[:1] in 'aeiou' and name else 'a'
+    prompts = [tpl.format(text, article=article) for tpl in templates]
+    return [
+        'This is ' + p if p.startswith(('a', 'the')) else p for p in prompts
+    ]
+
+
+def plain_prompts(name: str, templates: Sequence[str]) -> List[str]:
+    """Each template filled with the name, ``_`` read as a space."""
+    return [tpl.format(name.replace('_', ' ')) for tpl in templates]
+
+
 def build_class_embeddings(
         class_names: Sequence[str],
         encode_text_fn: Callable[[List[str]], object],
         templates: Sequence[str] = PROMPT_TEMPLATES,
-        background: bool = False) -> Tuple[np.ndarray, List[str]]:
+        background: bool = False,
+        prompt_style: str = 'fvit') -> Tuple[np.ndarray, List[str]]:
     """Prompt-ensembled, L2-normalised text embeddings of ``class_names``.
 
     Args:
-        class_names: Names in the dataset's label order. ``_`` is read as a
-            space in prompts (LVIS names such as ``'trash_can'``).
+        class_names: Names in the dataset's label order.
         encode_text_fn: Maps a list of prompts to a ``(N, D)`` array or
             tensor of text features (e.g. open_clip's tokenizer followed by
             ``model.encode_text``).
-        templates: Prompt templates, each with one ``'{}'``.
+        templates: Prompt templates, each with one ``'{}'`` (F-ViT's 63 by
+            default).
         background: Append a ``'background'`` row (the prompts filled with
             the word "background").
+        prompt_style: ``'fvit'`` (F-ViT's name processing, articles and
+            "This is " prefix, :func:`fvit_prompts`) or ``'plain'``
+            (:func:`plain_prompts`).
 
     Returns:
         ``(embeddings (C[+1], D) float32, names)``.
@@ -113,13 +191,17 @@ def build_class_embeddings(
         raise ValueError('class_names must not be empty')
     if len(set(class_names)) != len(class_names):
         raise ValueError('class_names has duplicates')
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f'prompt_style must be one of {PROMPT_STYLES}, got '
+                         f'{prompt_style!r}')
     for tpl in templates:
         if tpl.count('{}') != 1:
             raise ValueError(f'template needs exactly one {{}}: {tpl!r}')
+    make_prompts = fvit_prompts if prompt_style == 'fvit' else plain_prompts
     names = list(class_names) + ([BACKGROUND] if background else [])
     rows = []
     for name in names:
-        prompts = [tpl.format(name.replace('_', ' ')) for tpl in templates]
+        prompts = make_prompts(name, templates)
         feats = encode_text_fn(prompts)
         if hasattr(feats, 'detach'):  # torch tensor
             feats = feats.detach().float().cpu().numpy()
@@ -131,9 +213,21 @@ def build_class_embeddings(
     return np.stack(rows).astype(np.float32), names
 
 
-def save_text_embeddings(path: str, embeddings: np.ndarray,
-                         names: Sequence[str]) -> str:
-    """Write ``path`` (``.npy``) and its class-name sidecar; returns it."""
+def save_text_embeddings(path: str,
+                         embeddings: np.ndarray,
+                         names: Sequence[str],
+                         text_model: Optional[Dict] = None) -> str:
+    """Write ``path`` (``.npy``) and its class-name sidecar; returns it.
+
+    Args:
+        path: Output ``.npy`` file.
+        embeddings: ``(C, D)`` rows.
+        names: The ``C`` row names.
+        text_model: Provenance of the text tower (e.g. ``name``,
+            ``weights``, ``sha256`` of the weights file); with it the
+            sidecar is ``{"classes": names, "text_model": text_model}``,
+            without it a plain list of names.
+    """
     embeddings = np.asarray(embeddings, dtype=np.float32)
     if embeddings.ndim != 2 or embeddings.shape[0] != len(names):
         raise ValueError(f'{embeddings.shape} embeddings for {len(names)} '
@@ -141,9 +235,25 @@ def save_text_embeddings(path: str, embeddings: np.ndarray,
     side = sidecar_path(path)
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     np.save(path, embeddings)
+    content = list(names)
+    if text_model is not None:
+        content = dict(classes=content, text_model=dict(text_model))
     with open(side, 'w', encoding='utf-8') as f:
-        json.dump(list(names), f, indent=0)
+        json.dump(content, f, indent=0)
     return path
+
+
+def read_text_model(path: str) -> Dict:
+    """The text-model provenance recorded in an embedding file's sidecar
+    (``{}`` when the sidecar is a plain name list)."""
+    side = sidecar_path(path)
+    if not osp.isfile(side):
+        raise FileNotFoundError(f'class-name sidecar not found: {side}')
+    with open(side, encoding='utf-8') as f:
+        content = json.load(f)
+    if isinstance(content, dict):
+        return dict(content.get('text_model') or {})
+    return {}
 
 
 def _mismatch(got: List[str], want: List[str], path: str) -> str:

@@ -8,6 +8,7 @@ import torch
 from mmlocat.datasets import text_embeddings as te
 
 PROMPT_TEMPLATES = te.PROMPT_TEMPLATES
+CLIP_TEMPLATES = te.CLIP_TEMPLATES
 build_class_embeddings = te.build_class_embeddings
 load_text_embeddings = te.load_text_embeddings
 names_from_annotations = te.names_from_annotations
@@ -35,11 +36,42 @@ class CharEncoder:
 
 
 def test_templates():
+    """F-ViT's 63 templates (CLIPSelf F-ViT/tools/clip_utils.py) are the
+    default; CLIP's ImageNet-style set stays as an option."""
+    assert PROMPT_TEMPLATES is te.FVIT_TEMPLATES
     assert len(PROMPT_TEMPLATES) == 63 == len(set(PROMPT_TEMPLATES))
     assert all(t.count('{}') == 1 for t in PROMPT_TEMPLATES)
-    for spec_named in ('a photo of a {}.', 'itap of a {}.',
-                       'a bad photo of the {}.'):
-        assert spec_named in PROMPT_TEMPLATES
+    assert PROMPT_TEMPLATES[:2] == ('There is {article} {} in the scene.',
+                                    'There is the {} in the scene.')
+    assert PROMPT_TEMPLATES[-1] == 'a painting of a {}.'
+    for named in ('itap of {article} {}.', 'a bad photo of the {}.',
+                  'an embroidered {}.', 'a plushie {}.'):
+        assert named in PROMPT_TEMPLATES
+    assert sum('{article}' in t for t in PROMPT_TEMPLATES) == 15
+    assert len(CLIP_TEMPLATES) == 63 == len(set(CLIP_TEMPLATES))
+    assert 'a photo of a {}.' in CLIP_TEMPLATES
+    assert te.TEMPLATE_SETS['single'] == ('a photo of a {}.', )
+
+
+def test_fvit_prompt_rules():
+    prompts = te.fvit_prompts('aerosol_can', PROMPT_TEMPLATES)
+    assert prompts[0] == 'There is an aerosol can in the scene.'
+    assert prompts[5] == 'itap of an aerosol can.'
+    assert prompts[8] == 'This is a photo of an aerosol can.'
+    assert prompts[10] == 'This is a photo of the aerosol can.'
+    assert prompts[-1] == 'This is a painting of a aerosol can.'
+    assert 'This is an embroidered aerosol can.' in prompts
+    # lower case, '/' read as "or", trailing dots dropped; the article looks
+    # at the raw name (a capital vowel gets "a", as in F-ViT).
+    assert te.fvit_prompts('Salad/Plate.', ['itap of {article} {}.']) == [
+        'itap of a salad or plate.'
+    ]
+    assert te.fvit_prompts('Apple', ['a photo of {article} {}.']) == [
+        'This is a photo of a apple.'
+    ]
+    assert te.fvit_prompts('egg', ['the {}.', 'There is {article} {}.']) == [
+        'This is the egg.', 'There is an egg.'
+    ]
 
 
 def test_build_matches_hand_computation():
@@ -49,10 +81,9 @@ def test_build_matches_hand_computation():
                                         background=True)
     assert names == ['trash_can', 'cat', 'background']
     assert emb.shape == (3, 8) and emb.dtype == np.float32
-    assert enc.calls[0][PROMPT_TEMPLATES.index('a photo of a {}.')] == \
-        'a photo of a trash can.'
-    for row, name in zip(emb, ['trash can', 'cat', 'background']):
-        feats = enc([t.format(name) for t in PROMPT_TEMPLATES]).numpy()
+    assert enc.calls[0][8] == 'This is a photo of a trash can.'
+    for row, name in zip(emb, ['trash_can', 'cat', 'background']):
+        feats = enc(te.fvit_prompts(name, PROMPT_TEMPLATES)).numpy()
         feats /= np.linalg.norm(feats, axis=1, keepdims=True)
         ref = feats.mean(0)
         np.testing.assert_allclose(row, ref / np.linalg.norm(ref), atol=1e-5)
@@ -60,6 +91,22 @@ def test_build_matches_hand_computation():
         build_class_embeddings(['a', 'a'], enc)
     with pytest.raises(ValueError, match='exactly one'):
         build_class_embeddings(['a'], enc, templates=['no slot'])
+    with pytest.raises(ValueError, match='prompt_style must be one of'):
+        build_class_embeddings(['a'], enc, prompt_style='vild')
+
+
+def test_plain_style_with_clip_templates():
+    enc = CharEncoder()
+    emb, _ = build_class_embeddings(['trash_can'],
+                                    enc,
+                                    templates=CLIP_TEMPLATES,
+                                    prompt_style='plain')
+    assert enc.calls[0][CLIP_TEMPLATES.index('a photo of a {}.')] == \
+        'a photo of a trash can.'
+    feats = enc([t.format('trash can') for t in CLIP_TEMPLATES]).numpy()
+    feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+    ref = feats.mean(0)
+    np.testing.assert_allclose(emb[0], ref / np.linalg.norm(ref), atol=1e-5)
 
 
 def _save(tmp_path, names, rows=None, name='e.npy'):
@@ -81,6 +128,21 @@ def test_round_trip_and_background(tmp_path):
     emb, bg, _ = load_text_embeddings(
         _save(tmp_path, ['a', 'b'], name='n.npy')[0])
     assert bg is None and emb.shape == (2, 4)
+    assert te.read_text_model(path) == {}
+
+
+def test_sidecar_records_the_text_model(tmp_path):
+    record = dict(name='ViT-B-16', weights='w.bin', sha256='ab' * 32)
+    path = save_text_embeddings(
+        str(tmp_path / 't.npy'),
+        np.eye(3, 4, dtype=np.float32), ['a', 'b', 'background'],
+        text_model=record)
+    assert json.load(open(sidecar_path(path))) == dict(
+        classes=['a', 'b', 'background'], text_model=record)
+    assert te.read_text_model(path) == record
+    emb, bg, names = load_text_embeddings(path, ['a', 'b'])
+    assert names == ['a', 'b'] and bg is not None
+    assert te.read_class_names(sidecar_path(path)) == ['a', 'b', 'background']
 
 
 @pytest.mark.parametrize('file_names, match', [
@@ -129,5 +191,9 @@ def test_names_from_annotations_and_resolve(tmp_path):
     txt = tmp_path / 'names.txt'
     txt.write_text('x\ny\n')
     assert resolve_class_names(str(txt)) == ['x', 'y']
+    # An annotation file gives its categories in id order.
+    ann = tmp_path / 'ann.json'
+    ann.write_text(json.dumps(dict(categories=cats)))
+    assert resolve_class_names(str(ann)) == ['a', 'b', 'c']
     with pytest.raises(ValueError, match='neither'):
         resolve_class_names('NoSuchDataset')

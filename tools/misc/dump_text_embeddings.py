@@ -1,11 +1,14 @@
 """Write CLIP text embeddings of a dataset's classes for F-ViT heads.
 
-Each class name fills 63 prompt templates; the CLIP text tower (open_clip,
-with weights you supply) encodes them; the L2-normalised prompt embeddings
-are averaged and normalised again. Writes ``OUT.npy`` (``(C[+1], D)``),
-``OUT.json`` (the class names, row by row) and, with ``--ann-file``,
-``OUT.base.json`` (the base classes: OV-COCO ``split == 'base'`` or LVIS
-frequent + common)::
+Each class name fills F-ViT's 63 prompt templates with its article and
+"This is " rules (``--templates clip --prompt-style plain`` for CLIP's
+ImageNet set); the CLIP text tower (open_clip, with weights you supply)
+encodes them; the L2-normalised prompt embeddings are averaged and
+normalised again. Writes ``OUT.npy`` (``(C[+1], D)``), ``OUT.json`` (the
+class names, row by row, and the text model: open_clip name, weights file
+and its sha256, which F-ViT compares with its backbone checkpoint's) and,
+with ``--ann-file``, ``OUT.base.json`` (the base classes: OV-COCO
+``split == 'base'`` or LVIS frequent + common)::
 
     python tools/misc/dump_text_embeddings.py \
         --ann-file data/coco/annotations/instances_val2017_all_2.json \
@@ -14,16 +17,20 @@ frequent + common)::
 
 Names are taken in category-id order, which is the label order of mmdet's
 ``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one name
-a line) gives them explicitly instead.
+a line) gives them explicitly instead. ``--model-config FILE`` registers an
+open_clip model-config JSON (its file stem is the model name) for models
+open_clip does not ship.
 """
 import argparse
 import json
 import os.path as osp
 
-from mmlocat.datasets.text_embeddings import (build_class_embeddings,
+from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
+                                              build_class_embeddings,
                                               names_from_annotations,
                                               read_class_names,
                                               save_text_embeddings)
+from mmlocat.utils.provenance import clip_provenance
 
 
 def parse_args():
@@ -33,6 +40,10 @@ def parse_args():
     src.add_argument('--names', help='class-name list (.json or .txt)')
     parser.add_argument('--model', default='ViT-B-16', help='open_clip arch')
     parser.add_argument(
+        '--model-config',
+        help='open_clip model-config JSON to register (sets --model to its '
+        'file stem)')
+    parser.add_argument(
         '--pretrained',
         required=True,
         help='open_clip weights (a local file or an open_clip tag)')
@@ -40,6 +51,17 @@ def parse_args():
         '--background',
         action='store_true',
         help="append a 'background' row (embedding of the word)")
+    parser.add_argument(
+        '--templates',
+        choices=sorted(TEMPLATE_SETS),
+        default='fvit',
+        help="prompt set: F-ViT's 63 (default), CLIP's ImageNet 63 or the "
+        'single "a photo of a {}."')
+    parser.add_argument(
+        '--prompt-style',
+        choices=PROMPT_STYLES,
+        default='fvit',
+        help="F-ViT's name / article / 'This is' rules or plain filling")
     parser.add_argument('--device', default='cpu')
     parser.add_argument('out', help='output .npy path')
     return parser.parse_args()
@@ -64,6 +86,16 @@ def open_clip_encoder(model_name: str, pretrained: str, device: str):
     return encode
 
 
+def register_model_config(path: str) -> str:
+    """Register an open_clip model-config JSON; returns its model name."""
+    if not osp.isfile(path):
+        raise SystemExit(f'dump_text_embeddings: error: model config not '
+                         f'found: {path}')
+    import open_clip
+    open_clip.add_model_config(path)
+    return osp.splitext(osp.basename(path))[0]
+
+
 def main():
     args = parse_args()
     base = None
@@ -72,10 +104,23 @@ def main():
             names, base = names_from_annotations(json.load(f))
     else:
         names = read_class_names(args.names)
-    encode = open_clip_encoder(args.model, args.pretrained, args.device)
+    model_name = args.model
+    if args.model_config:
+        model_name = register_model_config(args.model_config)
+    encode = open_clip_encoder(model_name, args.pretrained, args.device)
     embeddings, rows = build_class_embeddings(
-        names, encode, background=args.background)
-    save_text_embeddings(args.out, embeddings, rows)
+        names,
+        encode,
+        templates=TEMPLATE_SETS[args.templates],
+        background=args.background,
+        prompt_style=args.prompt_style)
+    text_model = dict(
+        clip_provenance(model_name, args.pretrained),
+        templates=args.templates,
+        prompt_style=args.prompt_style)
+    if 'weights' not in text_model:  # an open_clip tag, not a file
+        text_model['weights'] = args.pretrained
+    save_text_embeddings(args.out, embeddings, rows, text_model=text_model)
     print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]}')
     if base is not None:
         base_file = osp.splitext(args.out)[0] + '.base.json'

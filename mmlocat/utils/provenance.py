@@ -1,0 +1,78 @@
+"""Where converted weights and text embeddings came from.
+
+A CLIP image tower (converted by ``tools/model_converters/clip2mmlocat.py``
+or ``eva2mmlocat.py``) and the class text embeddings of an F-ViT head
+(``tools/misc/dump_text_embeddings.py``) must come from the same CLIP. Both
+tools record the open_clip model ``name`` and the ``sha256`` of the weights
+file they read: the converter in the checkpoint's ``meta['clip']``, the
+embedding tool in the sidecar's ``text_model``. :func:`check_same_clip`
+compares the two wherever both are known.
+"""
+import hashlib
+import os.path as osp
+from typing import Dict, Optional
+
+import torch
+
+__all__ = [
+    'file_sha256', 'read_checkpoint_meta', 'clip_provenance', 'check_same_clip'
+]
+
+
+def file_sha256(path: str, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(chunk), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_checkpoint_meta(path: str) -> Dict:
+    """The ``meta`` dict of an mmengine-style checkpoint file, or ``{}``.
+
+    The file is memory-mapped, so reading the meta of a large checkpoint
+    does not read its tensors. Files that are not local mmengine
+    checkpoints (URLs, bare state dicts) give ``{}``.
+    """
+    if not osp.isfile(path):
+        return {}
+    try:
+        obj = torch.load(
+            path, map_location='cpu', mmap=True, weights_only=True)
+    except Exception:  # not a zip-format torch file: no meta to read
+        return {}
+    meta = obj.get('meta') if isinstance(obj, dict) else None
+    return dict(meta) if isinstance(meta, dict) else {}
+
+
+def clip_provenance(model_name: Optional[str], weights: Optional[str]) -> Dict:
+    """``{'name', 'weights', 'sha256'}`` of an open_clip model and the
+    weights file it was read from (fields that are unknown are left out)."""
+    record = {}
+    if model_name:
+        record['name'] = model_name
+    if weights and osp.isfile(weights):
+        record['weights'] = osp.basename(weights)
+        record['sha256'] = file_sha256(weights)
+    return record
+
+
+def check_same_clip(text_model: Dict, text_file: str, image_model: Dict,
+                    image_file: str) -> None:
+    """Raise if two provenance records name different CLIPs.
+
+    Each field (``name``, ``sha256``) is compared only when both records
+    have it.
+
+    Raises:
+        ValueError: Naming both files and the differing values.
+    """
+    for key in ('name', 'sha256'):
+        found, expected = text_model.get(key), image_model.get(key)
+        if found is not None and expected is not None and found != expected:
+            raise ValueError(
+                f'text embeddings {text_file} come from CLIP {key} {found!r} '
+                f'but the backbone checkpoint {image_file} from {expected!r}; '
+                'dump the embeddings with the text tower of the same CLIP '
+                '(tools/misc/dump_text_embeddings.py --model / --pretrained)')
