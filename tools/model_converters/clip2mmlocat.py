@@ -1,7 +1,16 @@
 """Convert OpenAI CLIP / open_clip image towers to CLIPViT keys.
 
 Usage:
-    python tools/model_converters/clip2mmlocat.py SRC DST [--prefix P]
+    python tools/model_converters/clip2mmlocat.py SRC DST
+        (--model NAME | --model-config FILE | --act {gelu,quick_gelu})
+        [--prefix P]
+
+The weights do not tell the MLP activation: ``--model`` (an open_clip model
+name, e.g. ``ViT-B-16`` (exact GELU) or ``ViT-B-16-quickgelu`` / OpenAI
+weights) or ``--model-config`` (an open_clip model-config JSON) reads it,
+``--act`` states it. The checkpoint's ``meta['clip']`` records the model
+name, the activation and the source file's name and sha256 (F-ViT compares
+them with its text embeddings'); ``mmlocat.CLIPViT(act=None)`` follows it.
 
 ``SRC`` is an open_clip / OpenAI state dict (``.pt``, ``.pth``, ``.bin``,
 ``.safetensors``) or an OpenAI TorchScript archive. Keys are written under
@@ -16,6 +25,10 @@ import torch
 
 from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
 from mmlocat.utils.converters import convert_clip
+from mmlocat.utils.converters.clip import (check_tower_config,
+                                           clip_tower_settings,
+                                           open_clip_model_config)
+from mmlocat.utils.provenance import clip_provenance
 
 
 def parse_args() -> argparse.Namespace:
@@ -25,7 +38,31 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('dst', help='output mmengine checkpoint')
     parser.add_argument(
         '--prefix', default='backbone.', help='prefix of the output keys')
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        '--model', help='open_clip model name (activation, shapes)')
+    source.add_argument(
+        '--model-config', help='open_clip model-config JSON file')
+    source.add_argument(
+        '--act',
+        choices=('gelu', 'quick_gelu'),
+        help='the MLP activation, when no open_clip config is at hand')
     return parser.parse_args()
+
+
+def tower_record(args: argparse.Namespace) -> tuple:
+    """``(open_clip config or None, meta['clip'])`` of the arguments."""
+    if args.act is not None:
+        return None, dict(clip_provenance(None, args.src), act=args.act)
+    cfg = open_clip_model_config(args.model, args.model_config)
+    settings = clip_tower_settings(cfg)
+    if settings['layout'] != 'openai':
+        raise ValueError(
+            f'{args.model or args.model_config} is a timm-based tower '
+            f'({settings["timm_model_name"]}), not the OpenAI layout; use '
+            'tools/model_converters/eva2mmlocat.py')
+    name = args.model or osp.splitext(osp.basename(args.model_config))[0]
+    return cfg, dict(clip_provenance(name, args.src), act=settings['act'])
 
 
 def read_clip(path: str) -> 'OrderedDict[str, torch.Tensor]':
@@ -43,15 +80,21 @@ def read_clip(path: str) -> 'OrderedDict[str, torch.Tensor]':
 def main() -> None:
     args = parse_args()
     try:
+        cfg, record = tower_record(args)
         state_dict = convert_clip(read_clip(args.src))
-    except (FileNotFoundError, ValueError) as err:
+        if cfg is not None:
+            check_tower_config(state_dict, cfg, args.src)
+    except (FileNotFoundError, ValueError, ImportError) as err:
         raise SystemExit(f'clip2mmlocat: error: {err}')
     state_dict = OrderedDict(
         (args.prefix + k, v) for k, v in state_dict.items())
     save_checkpoint(
         state_dict,
         args.dst,
-        meta=dict(source=osp.basename(args.src), converter='clip2mmlocat'))
+        meta=dict(
+            source=osp.basename(args.src),
+            converter='clip2mmlocat',
+            clip=record))
     print(f'saved {len(state_dict)} tensors to {args.dst}')
 
 

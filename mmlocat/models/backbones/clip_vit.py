@@ -5,8 +5,9 @@ Supervision", https://arxiv.org/abs/2103.00020, with the LaSt-ViT global
 token of "Vision Transformers Need More Than Registers",
 https://arxiv.org/abs/2602.22394. Layout: bias-free patch convolution,
 class embedding, position embedding, ``ln_pre``, residual blocks with
-QuickGELU MLPs, ``ln_post`` and an output projection. The global token is
-pooled after ``ln_post`` and then projected.
+QuickGELU (OpenAI, ``*-quickgelu`` open_clip models) or exact-GELU (most
+open_clip models) MLPs, ``ln_post`` and an output projection. The global
+token is pooled after ``ln_post`` and then projected.
 """
 import copy
 from typing import Dict, Optional, Tuple, Union
@@ -16,11 +17,29 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.provenance import read_checkpoint_meta
 from .last_vit import LaStViT
 
 __all__ = ['CLIPViT']
 
-_QUICK_GELU = dict(type='mmpretrain.QuickGELU')
+# MLP activations by the names the converters record in a checkpoint's
+# ``meta['clip']['act']``.
+ACTIVATIONS = dict(
+    quick_gelu=dict(type='mmpretrain.QuickGELU'), gelu=dict(type='GELU'))
+
+
+def _checkpoint_of(init_cfg) -> Optional[str]:
+    if isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained':
+        return init_cfg.get('checkpoint')
+    return None
+
+
+def recorded_act(init_cfg) -> Optional[str]:
+    """The MLP activation a converted checkpoint records, if any."""
+    checkpoint = _checkpoint_of(init_cfg)
+    if checkpoint is None:
+        return None
+    return read_checkpoint_meta(checkpoint).get('clip', {}).get('act')
 
 
 @MODELS.register_module()
@@ -45,9 +64,16 @@ class CLIPViT(LaStViT):
             ``feedforward_channels`` and optionally ``output_dims``.
         output_dims: Projection size; ``None`` takes it from ``arch`` (an
             arch without ``output_dims`` gets no projection).
+        act: MLP activation, ``'quick_gelu'`` (OpenAI CLIP, open_clip
+            ``*-quickgelu``) or ``'gelu'`` (exact; ``ViT-B-16``,
+            ``ViT-L-14`` and most open_clip models). ``None`` follows the
+            ``Pretrained`` checkpoint (its converter records the source
+            model's activation in ``meta['clip']['act']``) and is
+            ``'quick_gelu'`` when nothing is recorded. A checkpoint that
+            records another activation than the model's is refused.
         norm_cfg: Norm config; CLIP uses ``LayerNorm(eps=1e-5)``.
-        layer_cfgs: Extra encoder-layer arguments; the activation defaults
-            to ``mmpretrain.QuickGELU``.
+        layer_cfgs: Extra encoder-layer arguments; ``act_cfg`` there
+            overrides ``act``.
         **kwargs: Arguments of :class:`LaStViT` (``pooling``, ``topk``,
             ``topk_ratio``, ``frozen``, ``out_type``, ``out_indices``, ...).
     """
@@ -71,17 +97,23 @@ class CLIPViT(LaStViT):
     def __init__(self,
                  arch: Union[str, dict] = 'base',
                  output_dims: Optional[int] = None,
+                 act: Optional[str] = None,
                  norm_cfg: dict = dict(type='LN', eps=1e-5),
                  layer_cfgs: Optional[dict] = None,
                  **kwargs) -> None:
         for key in ('pre_norm', 'final_norm', 'qkv_bias'):
             if key in kwargs and not kwargs[key]:
                 raise ValueError(f'CLIPViT needs {key}=True')
+        if act is None:
+            act = recorded_act(kwargs.get('init_cfg')) or 'quick_gelu'
+        if act not in ACTIVATIONS:
+            raise ValueError(f'act must be one of {sorted(ACTIVATIONS)}, got '
+                             f'{act!r}')
         if layer_cfgs is None:
             layer_cfgs = dict()
         if isinstance(layer_cfgs, dict):
             layer_cfgs = dict(layer_cfgs)
-            layer_cfgs.setdefault('act_cfg', copy.deepcopy(_QUICK_GELU))
+            layer_cfgs.setdefault('act_cfg', copy.deepcopy(ACTIVATIONS[act]))
         kwargs.update(pre_norm=True, final_norm=True, qkv_bias=True)
         super().__init__(
             arch=arch, norm_cfg=norm_cfg, layer_cfgs=layer_cfgs, **kwargs)
@@ -94,6 +126,7 @@ class CLIPViT(LaStViT):
         else:
             self.proj = None
         self.output_dims = output_dims
+        self.act = act
         self._apply_frozen()
 
     def embed_global(self, token: Tensor) -> Tensor:
@@ -109,21 +142,29 @@ class CLIPViT(LaStViT):
         out['embedding'] = self.embed_global(out['global_token'])
         return out
 
-    def value_path_dense(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
-        """F-ViT's dense CLIP map from the tokens entering the last block.
+    def init_weights(self) -> None:
+        """As the parent, after checking the checkpoint's activation."""
+        checkpoint = _checkpoint_of(self.init_cfg)
+        found = recorded_act(self.init_cfg)
+        if found is not None and found != self.act:
+            raise ValueError(
+                f'{checkpoint} was converted from a CLIP with act={found!r} '
+                f'but this CLIPViT has act={self.act!r}; set act={found!r} '
+                '(or leave act=None to follow the checkpoint)')
+        super().init_weights()
 
-        The last block runs with its attention replaced by the value path
-        (``proj(v)``, no query-key mixing), residuals and MLP kept; then
-        ``ln_post``, the output projection and an L2 norm per patch
-        (CLIPSelf, https://arxiv.org/abs/2310.01403).
+    def value_path_block(self, tokens: Tensor) -> Tensor:
+        """The last block with its attention replaced by the value path.
+
+        ``x + proj(v(ln1(x)))`` (no query-key mixing), then the MLP with
+        its residual, as CLIPSelf's F-ViT
+        (https://arxiv.org/abs/2310.01403); no final norm.
 
         Args:
-            tokens: ``(B, L, C)`` input of the last block (prefix tokens
-                first).
-            hw: Patch grid ``(h, w)``.
+            tokens: ``(B, L, C)`` input of the last block.
 
         Returns:
-            ``(B, D, h, w)`` unit-norm patch embeddings.
+            ``(B, L, C)`` tokens.
         """
         layer = self.layers[-1]
         qkv = layer.attn.qkv
@@ -135,25 +176,60 @@ class CLIPViT(LaStViT):
         if hasattr(layer.attn, 'gamma1'):  # layer scale (identity in CLIP)
             attn_out = layer.attn.gamma1(attn_out)
         x = tokens + attn_out
-        x = layer.ffn(layer.ln2(x), identity=x)
-        if self.final_norm:
-            x = self.ln1(x)
+        return layer.ffn(layer.ln2(x), identity=x)
+
+    def dense_embeddings(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
+        """``(B, D, h, w)`` unit-norm projected patch embeddings of the
+        value-path tokens: final norm, output projection, L2 norm."""
+        x = self.ln1(tokens)
         patches = F.normalize(
             self.embed_global(x[:, self.num_extra_tokens:]), dim=-1)
         return patches.transpose(1, 2).reshape(patches.shape[0], -1, *hw)
 
-    def forward_dense(self, x: Tensor) -> Tuple[Tuple[Tensor, ...], Tensor]:
+    def value_path_dense(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
+        """F-ViT's dense CLIP map from the tokens entering the last block.
+
+        :meth:`value_path_block`, then :meth:`dense_embeddings`.
+
+        Args:
+            tokens: ``(B, L, C)`` input of the last block (prefix tokens
+                first).
+            hw: Patch grid ``(h, w)``.
+
+        Returns:
+            ``(B, D, h, w)`` unit-norm patch embeddings.
+        """
+        return self.dense_embeddings(self.value_path_block(tokens), hw)
+
+    def forward_dense(
+            self,
+            x: Tensor,
+            value_path_tap: bool = False) -> Tuple[Tuple[Tensor, ...], Tensor]:
         """:meth:`forward`'s outputs plus :meth:`value_path_dense`'s map,
-        from one pass through the network."""
-        before_last = len(self.layers) - 2
+        from one pass through the network.
+
+        Args:
+            x: ``(B, 3, H, W)`` images.
+            value_path_tap: Output the last layer's tap as F-ViT does: the
+                value-path tokens (:meth:`value_path_block`) without the
+                final norm, instead of the ordinary last block + final norm.
+        """
+        last = len(self.layers) - 1
+        before_last = last - 1
         if before_last < 0:
             raise ValueError('the dense CLIP map needs at least 2 layers')
-        indices = sorted(set(self.out_indices) | {before_last})
+        indices = set(self.out_indices) | {before_last}
+        if value_path_tap:
+            indices.discard(last)
+        indices = sorted(indices)
         kept, hw = self._encode(x, indices)
         by_index = dict(zip(indices, kept))
+        value_tokens = self.value_path_block(by_index[before_last])
+        if value_path_tap:
+            by_index[last] = value_tokens
         outs = tuple(
             self._format_output(by_index[i], hw) for i in self.out_indices)
-        return outs, self.value_path_dense(by_index[before_last], hw)
+        return outs, self.dense_embeddings(value_tokens, hw)
 
     def get_layer_depth(self, param_name: str, prefix: str = ''):
         """Layer depth for layer-wise lr decay; ``proj`` is the last."""

@@ -15,7 +15,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from mmengine.model import ModuleList
 from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor, nn
@@ -220,29 +219,18 @@ class EVA02CLIPViT(LaStViT):
         out['embedding'] = self.embed_global(out['global_token'])
         return out
 
-    def value_path_dense(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
-        """F-ViT's dense CLIP map from the tokens entering the last block.
-
-        The last layer runs with its attention replaced by the value path
+    def value_path_block(self, tokens: Tensor) -> Tensor:
+        """The last layer with its attention replaced by the value path
         (``proj(sub_norm(v_proj(x)))``, no query-key mixing, so no RoPE),
-        residuals and MLP kept; then the final norm, ``head`` and an L2 norm
-        per patch, as CLIPSelf's EVA02-CLIP F-ViT
-        (https://arxiv.org/abs/2310.01403).
+        residuals and MLP kept, no final norm: CLIPSelf's
+        ``forward_without_attn`` (https://arxiv.org/abs/2310.01403)."""
+        return self.layers[-1].forward_value_path(tokens)
 
-        Args:
-            tokens: ``(B, L, C)`` input of the last layer (CLS first).
-            hw: Patch grid ``(h, w)``.
-
-        Returns:
-            ``(B, D, h, w)`` unit-norm patch embeddings.
-        """
-        x = self.layers[-1].forward_value_path(tokens)
-        patches = self.embed_global(self.ln1(x)[:, self.num_extra_tokens:])
-        patches = F.normalize(patches, dim=-1)
-        return patches.transpose(1, 2).reshape(patches.shape[0], -1, *hw)
-
-    # The same one-pass taps + dense map as CLIPViT: it only relies on
-    # ``_encode``, ``_format_output`` and ``value_path_dense``.
+    # F-ViT's dense map and one-pass taps as CLIPViT's: they only rely on
+    # ``_encode``, ``_format_output``, ``value_path_block``, ``ln1`` and
+    # ``embed_global``.
+    dense_embeddings = CLIPViT.dense_embeddings
+    value_path_dense = CLIPViT.value_path_dense
     forward_dense = CLIPViT.forward_dense
 
     def get_layer_depth(self, param_name: str, prefix: str = ''):

@@ -5,16 +5,28 @@ image tower under ``visual.`` with the same names (``conv1``,
 ``class_embedding``, ``positional_embedding``, ``ln_pre``,
 ``transformer.resblocks.i.*``, ``ln_post``, ``proj``). The text tower is
 dropped; a bare visual state dict is accepted too.
+
+The state dict does not say which MLP activation the tower was trained with
+(QuickGELU for OpenAI CLIP and open_clip's ``*-quickgelu`` models, exact
+GELU for ``ViT-B-16``, ``ViT-L-14`` and most open_clip models), nor whether
+it is an OpenAI-layout or a timm-based (EVA02) tower:
+:func:`clip_tower_settings` reads both from the open_clip model name or
+model config, never guessing.
 """
+import json
+import os.path as osp
 from collections import OrderedDict
-from typing import Dict
+from typing import Dict, Optional
 
 from torch import Tensor
 
 from ..checkpoint_io import strip_prefix
 from ._keymap import rename_keys, require_keys
 
-__all__ = ['convert_clip']
+__all__ = [
+    'convert_clip', 'clip_tower_settings', 'open_clip_model_config',
+    'check_tower_config'
+]
 
 _TOP = {
     'conv1': 'patch_embed.projection',
@@ -76,3 +88,82 @@ def convert_clip(state_dict: Dict[str, Tensor]) -> 'OrderedDict[str, Tensor]':
     out['cls_token'] = out['cls_token'].reshape(1, 1, -1)
     out['pos_embed'] = out['pos_embed'].unsqueeze(0)
     return out
+
+
+def open_clip_model_config(model_name: Optional[str] = None,
+                           model_config: Optional[str] = None) -> Dict:
+    """An open_clip model config: from a JSON file or open_clip's registry.
+
+    Args:
+        model_name: An open_clip model name (``'ViT-B-16'``,
+            ``'ViT-B-16-quickgelu'``, ``'EVA02-L-14-336'``, ...); needs
+            ``open_clip_torch``.
+        model_config: Path of an open_clip model-config JSON (the files
+            under ``open_clip/model_configs``), for models open_clip does
+            not know.
+
+    Raises:
+        ValueError: Neither or both given, or an unknown model name.
+    """
+    if (model_name is None) == (model_config is None):
+        raise ValueError('give exactly one of an open_clip model name or a '
+                         'model-config file')
+    if model_config is not None:
+        if not osp.isfile(model_config):
+            raise FileNotFoundError(
+                f'open_clip model config not found: {model_config}')
+        with open(model_config, encoding='utf-8') as f:
+            cfg = json.load(f)
+        if not isinstance(cfg, dict) or 'vision_cfg' not in cfg:
+            raise ValueError(f'{model_config} is not an open_clip model '
+                             'config: no vision_cfg')
+        return cfg
+    try:
+        import open_clip
+    except ImportError as err:
+        raise ImportError('reading an open_clip model name needs open_clip: '
+                          'pip install open_clip_torch (or pass the model '
+                          'config file)') from err
+    cfg = open_clip.get_model_config(model_name)
+    if cfg is None:
+        raise ValueError(
+            f'open_clip does not know the model {model_name!r}; known: '
+            f'{open_clip.list_models()[:20]}...')
+    return cfg
+
+
+def clip_tower_settings(cfg: Dict) -> Dict:
+    """The image tower's layout and activation from an open_clip config.
+
+    Returns:
+        ``dict(layout='openai' | 'timm', act='quick_gelu' | 'gelu' | None,
+        timm_model_name=...)``; ``act`` is None for timm towers (their
+        activation is fixed by the architecture, e.g. EVA02's SwiGLU).
+    """
+    vision = cfg.get('vision_cfg', {})
+    timm_name = vision.get('timm_model_name')
+    if timm_name:
+        return dict(layout='timm', act=None, timm_model_name=timm_name)
+    act = 'quick_gelu' if cfg.get('quick_gelu', False) else 'gelu'
+    return dict(layout='openai', act=act, timm_model_name=None)
+
+
+def check_tower_config(converted: Dict[str, Tensor], cfg: Dict,
+                       source: str) -> None:
+    """Check converted ``CLIPViT`` keys against an open_clip config's
+    ``vision_cfg`` (width, depth, patch size).
+
+    Raises:
+        ValueError: Naming ``source``, the config value and the value
+            found in the weights.
+    """
+    vision = cfg.get('vision_cfg', {})
+    patch = converted['patch_embed.projection.weight']
+    blocks = {k.split('.')[1] for k in converted if k.startswith('layers.')}
+    found = dict(
+        width=patch.shape[0], layers=len(blocks), patch_size=patch.shape[-1])
+    for key, value in found.items():
+        expected = vision.get(key)
+        if expected is not None and int(expected) != int(value):
+            raise ValueError(f'{source}: the model config says vision {key} '
+                             f'{expected}, the weights have {value}')

@@ -149,16 +149,22 @@ def test_cli_converts_full_clip_checkpoint(reference, tmp_path, repo_root,
     src = osp.join(tmp_path, 'clip.pt')
     dst = osp.join(tmp_path, 'clip_mmlocat.pth')
     torch.save(full_clip_state_dict(reference), src)
-    proc = subprocess.run(
-        [sys.executable, 'tools/model_converters/clip2mmlocat.py', src, dst],
-        cwd=repo_root,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=300)
+    proc = subprocess.run([
+        sys.executable, 'tools/model_converters/clip2mmlocat.py', src, dst,
+        '--act', 'quick_gelu'
+    ],
+                          cwd=repo_root,
+                          env=subprocess_env,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
     assert all(k.startswith('backbone.') for k in sd)
+    meta = torch.load(dst, map_location='cpu', weights_only=True)['meta']
+    assert meta['clip']['act'] == 'quick_gelu'
+    assert meta['clip']['weights'] == 'clip.pt'
+    assert len(meta['clip']['sha256']) == 64
     # the backbone loads it strictly through init_cfg
     model = clip_vit(
         pooling='lazy_strike',
@@ -257,7 +263,7 @@ def test_cli_reads_openai_torchscript_archive(reference, tmp_path, repo_root,
     torch.jit.save(torch.jit.trace(reference, x), src)
     proc = subprocess.run([
         sys.executable, 'tools/model_converters/clip2mmlocat.py', src, dst,
-        '--prefix', ''
+        '--prefix', '', '--act', 'quick_gelu'
     ],
                           cwd=repo_root,
                           env=subprocess_env,
@@ -271,3 +277,48 @@ def test_cli_reads_openai_torchscript_archive(reference, tmp_path, repo_root,
     with torch.no_grad():
         torch.testing.assert_close(
             model(x)[0], reference(x), atol=1e-4, rtol=0)
+
+
+def test_cli_needs_the_activation(reference, tmp_path, repo_root,
+                                  subprocess_env):
+    """The weights do not say QuickGELU or GELU: no silent guess."""
+    src = osp.join(tmp_path, 'clip.pt')
+    torch.save(full_clip_state_dict(reference), src)
+    proc = subprocess.run([
+        sys.executable, 'tools/model_converters/clip2mmlocat.py', src,
+        osp.join(tmp_path, 'out.pth')
+    ],
+                          cwd=repo_root,
+                          env=subprocess_env,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
+    assert proc.returncode != 0
+    assert 'one of the arguments --model --model-config --act is required' \
+        in proc.stderr
+
+
+def test_activation_option_and_checkpoint_record(reference, tmp_path):
+    gelu = clip_vit(act='gelu')
+    assert type(gelu.layers[0].ffn.layers[0][1]) is nn.GELU
+    assert gelu.layers[0].ffn.layers[0][1].approximate == 'none'
+    with pytest.raises(ValueError, match='act must be one of'):
+        clip_vit(act='relu')
+    path = osp.join(tmp_path, 'c.pth')
+    from mmlocat.utils.checkpoint_io import save_checkpoint
+    save_checkpoint(
+        convert_clip(reference.state_dict()),
+        path,
+        meta=dict(clip=dict(act='gelu')))
+    init_cfg = dict(type='Pretrained', checkpoint=path)
+    # act=None follows the checkpoint's record ...
+    follows = clip_vit(init_cfg=init_cfg)
+    assert follows.act == 'gelu'
+    assert type(follows.layers[1].ffn.layers[0][1]) is nn.GELU
+    # ... and an explicit other activation is refused when loading.
+    wrong = clip_vit(act='quick_gelu', init_cfg=init_cfg)
+    with pytest.raises(
+            ValueError,
+            match=r"c\.pth was converted from a CLIP with act='gelu' but this "
+            r"CLIPViT has act='quick_gelu'"):
+        wrong.init_weights()
