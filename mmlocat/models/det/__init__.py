@@ -3,5 +3,9 @@ from .cosine_bbox_head import CosineSimBBoxHead
 from .fvit import FViT
 from .fvit_roi_head import FViTRoIHead
 from .ov_cross_entropy_loss import OVCrossEntropyLoss
+from .square_pad_preprocessor import SquarePadDetDataPreprocessor
 
-__all__ = ['FViT', 'FViTRoIHead', 'CosineSimBBoxHead', 'OVCrossEntropyLoss']
+__all__ = [
+    'FViT', 'FViTRoIHead', 'CosineSimBBoxHead', 'OVCrossEntropyLoss',
+    'SquarePadDetDataPreprocessor'
+]

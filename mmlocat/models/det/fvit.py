@@ -17,9 +17,13 @@ from mmdet.structures import SampleList
 from mmdet.utils import ConfigType, OptConfigType, OptMultiConfig
 from torch import Tensor
 
+from mmlocat.datasets.text_embeddings import read_text_model
 from mmlocat.registry import MODELS
+from mmlocat.utils.provenance import check_same_clip, read_checkpoint_meta
 
 __all__ = ['FViT']
+
+LAST_TAPS = ('value_path', 'block')
 
 
 @MODELS.register_module()
@@ -31,6 +35,12 @@ class FViT(TwoStageDetector):
     backbone must offer ``forward_dense`` (:class:`mmlocat.CLIPViT`): at test
     time its dense CLIP map feeds the RoI head's region scores.
 
+    Checked when the model is built: the text-embedding width against the
+    backbone's output width and the CLIP RoI extractor's channels, and the
+    text model recorded in the embedding sidecar against the CLIP recorded
+    in the backbone checkpoint's ``meta['clip']`` (name and weights sha256,
+    where both are known).
+
     Args:
         backbone: Backbone config (e.g. ``mmlocat.CLIPViT`` with
             ``out_type='featmap'``).
@@ -41,8 +51,15 @@ class FViT(TwoStageDetector):
         train_class_names: Classes of the training set's labels when they
             differ from the box head's ``class_names`` (e.g. the 48 OV-COCO
             base classes while the head knows all 65); labels are mapped to
-            the head's classes by name.
+            the head's classes by name. ``mmlocat.OVLabelSpaceHook`` checks
+            the training data's classes against them (or, without them, the
+            head's classes) before the first iteration.
         vlm_fusion: Fuse CLIP region scores at test time.
+        last_tap: The backbone's last-layer tap (the stride-32 level of the
+            pyramid), in training and test: ``'value_path'`` (F-ViT: the
+            last block run on the value path, without the final norm; needs
+            ``forward_dense``) or ``'block'`` (the ordinary last block and
+            final norm).
     """
 
     def __init__(self,
@@ -55,7 +72,11 @@ class FViT(TwoStageDetector):
                  data_preprocessor: OptConfigType = None,
                  train_class_names: Optional[Sequence[str]] = None,
                  vlm_fusion: bool = True,
+                 last_tap: str = 'value_path',
                  init_cfg: OptMultiConfig = None) -> None:
+        if last_tap not in LAST_TAPS:
+            raise ValueError(
+                f'last_tap must be one of {LAST_TAPS}, got {last_tap!r}')
         super().__init__(
             backbone=backbone,
             neck=neck,
@@ -68,6 +89,14 @@ class FViT(TwoStageDetector):
         self.backbone.requires_grad_(False)
         self.backbone.eval()
         self.vlm_fusion = vlm_fusion
+        self.value_path_tap = (
+            last_tap == 'value_path'
+            and self._last_layer_tapped(self.backbone))
+        if self.value_path_tap and not hasattr(self.backbone, 'forward_dense'):
+            raise TypeError(
+                "last_tap='value_path' needs a backbone with forward_dense "
+                f'(e.g. mmlocat.CLIPViT), not {type(self.backbone).__name__}; '
+                "set last_tap='block'")
         if vlm_fusion:
             if not hasattr(self.backbone, 'forward_dense'):
                 raise TypeError(
@@ -78,6 +107,11 @@ class FViT(TwoStageDetector):
                 raise ValueError('vlm_fusion needs roi_head='
                                  'mmlocat.FViTRoIHead with vlm_roi_extractor')
         label_map = None
+        # The classes training labels index (checked against the training
+        # data by mmlocat.OVLabelSpaceHook).
+        head_classes = getattr(self.roi_head.bbox_head, 'class_names', ())
+        self.train_label_names = list(head_classes if train_class_names is
+                                      None else train_class_names)
         if train_class_names is not None:
             head_names = list(self.roi_head.bbox_head.class_names)
             missing = [n for n in train_class_names if n not in head_names]
@@ -87,6 +121,44 @@ class FViT(TwoStageDetector):
             label_map = torch.tensor(
                 [head_names.index(n) for n in train_class_names])
         self.register_buffer('label_map', label_map, persistent=False)
+        self._check_text_embeddings(backbone)
+
+    @staticmethod
+    def _last_layer_tapped(backbone) -> bool:
+        num_layers = getattr(backbone, 'num_layers', None)
+        indices = getattr(backbone, 'out_indices', ())
+        return num_layers is not None and (num_layers - 1) in list(indices)
+
+    def _check_text_embeddings(self, backbone_cfg: ConfigType) -> None:
+        """Fail at build, not at the first prediction, on embeddings that
+        cannot work with this backbone."""
+        head = getattr(self.roi_head, 'bbox_head', None)
+        emb_file = getattr(head, 'text_embeddings_file', None)
+        if emb_file is None:
+            return
+        width = head.embed_dims
+        out_dims = getattr(self.backbone, 'output_dims', None)
+        if self.vlm_fusion and out_dims is not None and out_dims != width:
+            raise ValueError(
+                f'{emb_file} holds {width}-d text embeddings but the backbone '
+                f'{type(self.backbone).__name__} projects to {out_dims}-d '
+                'CLIP space; dump them with the text tower of the same CLIP')
+        extractor = getattr(self.roi_head, 'vlm_roi_extractor', None)
+        channels = getattr(extractor, 'out_channels', None)
+        if channels is not None and channels != width:
+            raise ValueError(
+                f'{emb_file} holds {width}-d text embeddings but '
+                f'roi_head.vlm_roi_extractor.out_channels is {channels}; set '
+                f'it to {width}')
+        init_cfg = backbone_cfg.get('init_cfg') if isinstance(
+            backbone_cfg, dict) else None
+        checkpoint = (
+            init_cfg.get('checkpoint') if isinstance(init_cfg, dict)
+            and init_cfg.get('type') == 'Pretrained' else None)
+        if checkpoint:
+            image_model = read_checkpoint_meta(checkpoint).get('clip', {})
+            check_same_clip(
+                read_text_model(emb_file), emb_file, image_model, checkpoint)
 
     def train(self, mode: bool = True) -> 'FViT':
         """Set the mode; the frozen backbone always stays in eval mode."""
@@ -99,10 +171,13 @@ class FViT(TwoStageDetector):
                      dense: bool = False) -> Tuple[tuple, Optional[Tensor]]:
         """Frozen backbone outputs and, if ``dense``, the CLIP map."""
         with torch.no_grad():
-            if dense:
-                feats, vlm_map = self.backbone.forward_dense(batch_inputs)
+            if dense or self.value_path_tap:
+                feats, vlm_map = self.backbone.forward_dense(
+                    batch_inputs, value_path_tap=self.value_path_tap)
             else:
                 feats, vlm_map = self.backbone(batch_inputs), None
+        if not dense:
+            vlm_map = None
         return feats, vlm_map
 
     def extract_feat(self, batch_inputs: Tensor) -> Tuple[Tensor]:

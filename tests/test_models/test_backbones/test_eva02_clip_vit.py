@@ -451,7 +451,8 @@ def test_fvit_detector_with_eva02_backbone(tmp_path):
     model.eval()
     calls = []
     dense = model.backbone.forward_dense
-    model.backbone.forward_dense = lambda x: calls.append(1) or dense(x)
+    model.backbone.forward_dense = lambda x, **kw: calls.append(1) or dense(
+        x, **kw)
     with torch.no_grad():
         res = model.predict(data['inputs'], data['data_samples'])
     assert calls == [1]

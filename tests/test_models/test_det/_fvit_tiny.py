@@ -42,7 +42,7 @@ def tiny_fvit_cfg(emb_file,
             bg_class_weight=0.6,
             in_channels=16,
             conv_out_channels=16,
-            fc_out_channels=32,
+            fc_out_channels=EMBED,
             roi_feat_size=7,
             norm_cfg=norm,
             bbox_coder=dict(

@@ -1,12 +1,20 @@
-"""FViT: frozen backbone, label mapping, losses and fused predictions."""
+"""FViT: frozen backbone, label mapping, losses, fused predictions, the
+value-path tap and the build-time checks of the text embeddings."""
+import types
+
 import numpy as np
 import pytest
 import torch
-from _fvit_tiny import tiny_fvit_cfg, write_embeddings
+import torch.nn.functional as F
+from _fvit_tiny import EMBED, tiny_fvit_cfg, write_embeddings
 from mmdet.structures import DetDataSample
 from mmdet.structures.mask import BitmapMasks
 from mmengine.config import ConfigDict
 from mmengine.structures import InstanceData
+
+from mmlocat.datasets.text_embeddings import save_text_embeddings
+from mmlocat.engine.hooks import OVLabelSpaceHook
+from mmlocat.utils.checkpoint_io import save_checkpoint
 
 NAMES = ['cat', 'dog', 'car']
 
@@ -90,18 +98,25 @@ def test_label_outside_train_classes(emb):
 
 
 def test_predict_fused_differs_from_plain(emb):
-    model = _build(tiny_fvit_cfg(emb, NAMES, base_class_names=['cat', 'car']))
+    cfg = tiny_fvit_cfg(emb, NAMES, base_class_names=['cat', 'car'])
+    # A softer untrained softmax than T=50, so the fusion shows in the top
+    # scores.
+    cfg['roi_head']['bbox_head']['temperature'] = 5.0
+    model = _build(cfg)
     model.eval()
     data = _batch(model)
     calls = []
     dense = model.backbone.forward_dense
-    model.backbone.forward_dense = lambda x: calls.append(1) or dense(x)
+    model.backbone.forward_dense = lambda x, **kw: calls.append(kw) or dense(
+        x, **kw)
     with torch.no_grad():
         fused = model.predict(data['inputs'], data['data_samples'])
         scores_fused = fused[0].pred_instances.scores.clone()
         model.vlm_fusion = False
         plain = model.predict(data['inputs'], data['data_samples'])
-    assert calls == [1]  # the dense CLIP map was computed once, when fusing
+    # One pass per prediction, each with F-ViT's value-path tap (the dense
+    # map of the plain prediction is dropped).
+    assert calls == [dict(value_path_tap=True)] * 2
     res = plain[0].pred_instances
     assert len(res.bboxes) == len(res.scores) == len(res.labels) > 0
     assert res.labels.max() < len(NAMES)
@@ -119,7 +134,10 @@ def test_fusion_needs_dense_backbone(emb):
         img_size=64,
         out_type='featmap',
         out_indices=(0, 1, 2, 3))
-    with pytest.raises(TypeError, match='forward_dense'):
+    with pytest.raises(TypeError, match="last_tap='value_path' needs"):
+        _build(cfg)
+    cfg['last_tap'] = 'block'
+    with pytest.raises(TypeError, match='vlm_fusion needs a backbone with'):
         _build(cfg)
     cfg['vlm_fusion'] = False
     cfg['roi_head']['vlm_roi_extractor'] = None
@@ -132,3 +150,155 @@ def test_fusion_needs_dense_backbone(emb):
 def test_unknown_train_class(emb):
     with pytest.raises(ValueError, match='not in the box head'):
         _build(tiny_fvit_cfg(emb, NAMES, train_class_names=['cat', 'cow']))
+
+
+def _value_path_by_hand(layer, tokens, channels):
+    """CLIPSelf's ``forward_without_attn`` of an mmpretrain-layout block,
+    written out from its weights."""
+    qkv = layer.attn.qkv
+    v = F.linear(
+        layer.ln1(tokens), qkv.weight[2 * channels:], qkv.bias[2 * channels:])
+    x = tokens + F.linear(v, layer.attn.proj.weight, layer.attn.proj.bias)
+    fc1, fc2 = layer.ffn.layers[0][0], layer.ffn.layers[1]
+    h = fc1(layer.ln2(x))
+    h = h * torch.sigmoid(1.702 * h)  # QuickGELU
+    return x + fc2(h)
+
+
+@pytest.mark.parametrize('training', [False, True])
+def test_last_tap_is_the_value_path_without_final_norm(emb, training):
+    model = _build(tiny_fvit_cfg(emb, NAMES))
+    model.train(training)
+    backbone = model.backbone
+    x = torch.randn(2, 3, 64, 64)
+    feats, _ = model.run_backbone(x)
+    with torch.no_grad():
+        (before_last, ), hw = backbone._encode(x, [2])
+        ref = _value_path_by_hand(backbone.layers[-1], before_last, 32)
+    ref = ref[:, 1:].transpose(1, 2).reshape(2, 32, *hw)
+    torch.testing.assert_close(feats[-1], ref, atol=1e-5, rtol=1e-5)
+    # The earlier taps are the ordinary blocks.
+    with torch.no_grad():
+        plain = backbone(x)
+    for ours, theirs in zip(feats[:-1], plain[:-1]):
+        torch.testing.assert_close(ours, theirs)
+    assert not torch.allclose(feats[-1], plain[-1], atol=1e-3)
+
+
+def test_block_tap_option(emb):
+    cfg = tiny_fvit_cfg(emb, NAMES)
+    cfg['last_tap'] = 'block'
+    model = _build(cfg)
+    x = torch.randn(1, 3, 64, 64)
+    feats, vlm_map = model.run_backbone(x)
+    assert vlm_map is None
+    with torch.no_grad():
+        plain = model.backbone(x)
+    for ours, theirs in zip(feats, plain):
+        torch.testing.assert_close(ours, theirs)
+    with pytest.raises(ValueError, match='last_tap must be one of'):
+        _build(dict(cfg, last_tap='norm'))
+
+
+def test_embedding_width_checked_at_build(tmp_path):
+    narrow = tmp_path / 'narrow.npy'
+    rows = NAMES + ['background']
+    save_text_embeddings(
+        str(narrow),
+        np.random.RandomState(0).randn(len(rows), 8).astype(np.float32), rows)
+    cfg = tiny_fvit_cfg(str(narrow), NAMES)
+    # The head's ReLU'd FC must be as wide as the embeddings.
+    with pytest.raises(
+            ValueError,
+            match=r'narrow\.npy holds 8-d text '
+            r'embeddings but the classification branch outputs 16'):
+        _build(cfg)
+    cfg['roi_head']['bbox_head'].update(cls_embed='linear')
+    with pytest.raises(
+            ValueError,
+            match=r'narrow\.npy holds 8-d text embeddings but the backbone '
+            r'CLIPViT projects to 16-d'):
+        _build(cfg)
+    good = tiny_fvit_cfg(write_embeddings(tmp_path / 'ok.npy', NAMES), NAMES)
+    good['roi_head']['vlm_roi_extractor']['out_channels'] = 12
+    with pytest.raises(
+            ValueError,
+            match=r'ok\.npy holds 16-d text embeddings but roi_head\.'
+            r'vlm_roi_extractor\.out_channels is 12'):
+        _build(good)
+
+
+def _clip_checkpoint(tmp_path, record):
+    from mmlocat.models import CLIPViT
+    torch.manual_seed(0)
+    cfg = tiny_fvit_cfg('unused.npy', NAMES)['backbone']
+    cfg.pop('type')
+    backbone = CLIPViT(**cfg)
+    path = str(tmp_path / 'clip_mmlocat.pth')
+    save_checkpoint(
+        {
+            'backbone.' + k: v
+            for k, v in backbone.state_dict().items()
+        },
+        path,
+        meta=dict(clip=dict(record, act='quick_gelu')))
+    return path
+
+
+@pytest.mark.parametrize('key', ['name', 'sha256'])
+def test_text_model_must_match_the_backbone_checkpoint(tmp_path, key):
+    image = dict(name='ViT-B-16', weights='b16.bin', sha256='a' * 64)
+    ckpt = _clip_checkpoint(tmp_path, image)
+    text = dict(image, **{key: 'other'})
+    rows = NAMES + ['background']
+    emb = save_text_embeddings(
+        str(tmp_path / 'emb.npy'),
+        np.random.RandomState(0).randn(len(rows), EMBED).astype(np.float32),
+        rows,
+        text_model=text)
+    cfg = tiny_fvit_cfg(emb, NAMES)
+    cfg['backbone']['init_cfg'] = dict(
+        type='Pretrained', checkpoint=ckpt, prefix='backbone.')
+    with pytest.raises(
+            ValueError,
+            match=rf'emb\.npy come from CLIP {key} .other. but the backbone '
+            rf'checkpoint \S*clip_mmlocat\.pth from .{image[key]}.'):
+        _build(cfg)
+    # The same CLIP (or a record without the field) builds and loads.
+    save_text_embeddings(
+        emb, np.load(emb), rows, text_model=dict(name='ViT-B-16'))
+    model = _build(cfg)
+    assert model.backbone.act == 'quick_gelu'
+
+
+class _Data:
+
+    def __init__(self, classes):
+        self.metainfo = dict(classes=tuple(classes))
+        self.ann_file = 'annotations/train_base.json'
+
+
+def _runner(model, classes):
+    return types.SimpleNamespace(
+        model=model,
+        train_dataloader=types.SimpleNamespace(dataset=_Data(classes)))
+
+
+def test_label_space_hook(emb):
+    hook = OVLabelSpaceHook()
+    base = ['cat', 'car']
+    model = _build(tiny_fvit_cfg(emb, NAMES, base_class_names=base))
+    # Base-only data without the label map: an error, not mislabelling.
+    with pytest.raises(
+            ValueError,
+            match=r'the training data annotations/train_base\.json labels '
+            r"2 classes \['cat', 'car'\].*expects labels indexing 3 "
+            r"classes \['cat', 'dog', 'car'\]"):
+        hook.before_train(_runner(model, base))
+    hook.before_train(_runner(model, NAMES))  # all classes: fine
+    mapped = _build(
+        tiny_fvit_cfg(
+            emb, NAMES, base_class_names=base, train_class_names=base))
+    hook.before_train(_runner(mapped, base))
+    with pytest.raises(ValueError, match='labels 3 classes'):
+        hook.before_train(_runner(mapped, NAMES))
