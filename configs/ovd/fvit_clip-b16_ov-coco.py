@@ -4,6 +4,11 @@ _base_ = [
     './_base_/ov-coco_lsj-640.py'
 ]
 model = dict(
+    # F-ViT pads training batches to the fixed crop size after
+    # normalisation (and test batches to a square).
+    data_preprocessor=dict(batch_augments=[
+        dict(type='BatchFixedSizePad', size={{_base_.image_size}})
+    ]),
     # Train labels index the 48 base classes; the head knows all 65.
     train_class_names={{_base_.base_classes}},
     roi_head=dict(

@@ -5,16 +5,28 @@ _base_ = [
     './_base_/ov-lvis_lsj-1024.py'
 ]
 model = dict(
+    # F-ViT pads training batches to the fixed crop size after
+    # normalisation (and test batches to a square).
+    data_preprocessor=dict(
+        pad_mask=True,
+        batch_augments=[
+            dict(
+                type='BatchFixedSizePad',
+                size={{_base_.image_size}},
+                pad_mask=True)
+        ]),
     roi_head=dict(
         bbox_head=dict(
+            # The 1203 class names come from the embedding sidecar, which
+            # dump_text_embeddings.py --ann-file lvis_v1_val.json writes in
+            # category-id order (= LVISV1Dataset's labels), spelled as the
+            # real file spells them (e.g. 'speaker_(stero_equipment)').
             text_embeddings='data/lvis_v1/embeddings/lvis-v1_clip-vit-b16.npy',
-            # The label space of LVISV1Dataset (all 1203 classes).
-            class_names='LVISV1Dataset',
             # Frequent + common names, written by
             # tools/misc/dump_text_embeddings.py --ann-file ... (*.base.json).
             base_class_names='data/lvis_v1/embeddings/'
             'lvis-v1_clip-vit-b16.base.json',
-            bg_class_weight=1.0,
+            bg_class_weight=0.9,
             vlm_temperature=50.0,
             alpha=0.1,
             beta=0.6),
@@ -33,7 +45,12 @@ model = dict(
             norm_cfg={{_base_.norm_cfg}},
             loss_mask=dict(
                 type='CrossEntropyLoss', use_mask=True, loss_weight=1.0))),
-    train_cfg=dict(rcnn=dict(mask_size=28)),
+    train_cfg=dict(
+        rcnn=dict(assigner=dict(match_low_quality=True), mask_size=28)),
     test_cfg=dict(
-        rcnn=dict(score_thr=1e-4, max_per_img=300, mask_thr_binary=0.5)))
+        rcnn=dict(
+            score_thr=1e-4,
+            nms=dict(type='nms', iou_threshold=0.5),
+            max_per_img=300,
+            mask_thr_binary=0.5)))
 default_hooks = dict(checkpoint=dict(interval=4, max_keep_ckpts=3))

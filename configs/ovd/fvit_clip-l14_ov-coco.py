@@ -2,6 +2,8 @@
 # Levels have strides 3.5 / 7 / 14 / 28 (/ 56) with 14-px patches.
 _base_ = './fvit_clip-b16_ov-coco.py'
 model = dict(
+    data_preprocessor=dict(
+        batch_augments=[dict(type='BatchFixedSizePad', size=(896, 896))]),
     backbone=dict(
         arch='l',
         patch_size=14,
@@ -26,6 +28,8 @@ model = dict(
     roi_head=dict(
         bbox_roi_extractor=dict(featmap_strides=[3.5, 7, 14, 28]),
         bbox_head=dict(
+            # As wide as the 768-d text embeddings (F-ViT L/14).
+            fc_out_channels=768,
             text_embeddings='data/coco/embeddings/ov-coco_clip-vit-l14.npy'),
         vlm_roi_extractor=dict(out_channels=768, featmap_strides=[14])))
 

@@ -1,6 +1,9 @@
 # F-ViT, frozen OpenAI CLIP ViT-L/14 (plain weights), OV-LVIS, input 896.
 _base_ = './fvit_clip-b16_ov-lvis.py'
 model = dict(
+    data_preprocessor=dict(batch_augments=[
+        dict(type='BatchFixedSizePad', size=(896, 896), pad_mask=True)
+    ]),
     backbone=dict(
         arch='l',
         patch_size=14,
@@ -26,6 +29,8 @@ model = dict(
         bbox_roi_extractor=dict(featmap_strides=[3.5, 7, 14, 28]),
         mask_roi_extractor=dict(featmap_strides=[3.5, 7, 14, 28]),
         bbox_head=dict(
+            # As wide as the 768-d text embeddings (F-ViT L/14).
+            fc_out_channels=768,
             text_embeddings='data/lvis_v1/embeddings/lvis-v1_clip-vit-l14.npy',
             base_class_names='data/lvis_v1/embeddings/'
             'lvis-v1_clip-vit-l14.base.json',

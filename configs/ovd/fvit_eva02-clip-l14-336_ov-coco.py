@@ -5,6 +5,9 @@
 # is resampled and its RoPE recomputed for every input grid.
 _base_ = './fvit_clip-l14_ov-coco.py'
 model = dict(
+    # F-ViT normalises EVA02-CLIP inputs with ImageNet's mean / std.
+    data_preprocessor=dict(
+        mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]),
     backbone=dict(
         type='mmlocat.EVA02CLIPViT',
         arch='l',

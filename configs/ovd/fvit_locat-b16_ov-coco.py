@@ -4,6 +4,8 @@
 _base_ = './fvit_clip-b16_ov-coco.py'
 model = dict(
     vlm_fusion=False,
+    # No value path without a CLIP: the ordinary last block + final norm.
+    last_tap='block',
     data_preprocessor=dict(
         mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]),
     backbone=dict(

@@ -14,7 +14,13 @@ PAIRS = [('fvit_clip-b16_ov-coco', 'fvit_last-b16_ov-coco'),
          ('fvit_clip-l14_ov-lvis', 'fvit_last-l14_ov-lvis'),
          ('fvit_eva02-clip-b16_ov-coco', 'fvit_last-eva02-clip-b16_ov-coco'),
          ('fvit_eva02-clip-l14-336_ov-coco',
-          'fvit_last-eva02-clip-l14-336_ov-coco')]
+          'fvit_last-eva02-clip-l14-336_ov-coco'),
+         ('fvit_eva02-clip-b16_ov-lvis', 'fvit_last-eva02-clip-b16_ov-lvis'),
+         ('fvit_eva02-clip-l14-336_ov-lvis',
+          'fvit_last-eva02-clip-l14-336_ov-lvis')]
+IMAGENET_MEAN, IMAGENET_STD = [123.675, 116.28,
+                               103.53], [58.395, 57.12, 57.375]
+CLIP_MEAN, CLIP_STD = [122.771, 116.746, 104.094], [68.501, 66.632, 70.323]
 
 
 def _load(repo_root, name):
@@ -23,7 +29,7 @@ def _load(repo_root, name):
 
 def test_all_configs_load(repo_root):
     files = sorted(glob.glob(osp.join(repo_root, 'configs/ovd/*.py')))
-    assert len(files) == 13
+    assert len(files) == 17
     for path in files:
         cfg = Config.fromfile(path)
         assert cfg.default_scope == 'mmdet'
@@ -61,11 +67,11 @@ def test_twins_differ_only_in_checkpoint(repo_root, plain, last):
 
 
 def test_ov_coco_settings(repo_root):
-    for name, size, taps in (
-        ('fvit_clip-b16_ov-coco', 640, (3, 5, 7, 11)),
-        ('fvit_clip-l14_ov-coco', 896, (6, 10, 14, 23)),
-        ('fvit_eva02-clip-b16_ov-coco', 640, (3, 5, 7, 11)),
-        ('fvit_eva02-clip-l14-336_ov-coco', 896, (6, 10, 14, 23)),
+    for name, size, taps, fc in (
+        ('fvit_clip-b16_ov-coco', 640, (3, 5, 7, 11), 512),
+        ('fvit_clip-l14_ov-coco', 896, (6, 10, 14, 23), 768),
+        ('fvit_eva02-clip-b16_ov-coco', 640, (3, 5, 7, 11), 512),
+        ('fvit_eva02-clip-l14-336_ov-coco', 896, (6, 10, 14, 23), 768),
     ):
         cfg = _load(repo_root, name)
         head = cfg.model.roi_head.bbox_head
@@ -79,7 +85,7 @@ def test_ov_coco_settings(repo_root):
         assert (head.bg_class_weight, head.vlm_temperature, head.alpha,
                 head.beta, head.temperature) == (0.6, 75.0, 0.1, 0.8, 50.0)
         assert head.bbox_coder.target_stds == [0.1, 0.1, 0.2, 0.2]
-        assert head.reg_class_agnostic and head.fc_out_channels == 512
+        assert head.reg_class_agnostic and head.fc_out_channels == fc
         assert tuple(cfg.model.backbone.out_indices) == taps
         assert cfg.model.backbone.frozen
         assert cfg.model.rpn_head.num_convs == 2
@@ -92,12 +98,19 @@ def test_ov_coco_settings(repo_root):
 
 
 def test_ov_lvis_settings(repo_root):
-    for name, size, beta in (('fvit_clip-b16_ov-lvis', 1024, 0.6),
-                             ('fvit_clip-l14_ov-lvis', 896, 0.4)):
+    for name, size, beta, fc in (
+        ('fvit_clip-b16_ov-lvis', 1024, 0.6, 512),
+        ('fvit_clip-l14_ov-lvis', 896, 0.4, 768),
+        ('fvit_eva02-clip-b16_ov-lvis', 1024, 0.6, 512),
+        ('fvit_eva02-clip-l14-336_ov-lvis', 896, 0.4, 768),
+    ):
         cfg = _load(repo_root, name)
         head = cfg.model.roi_head.bbox_head
-        assert head.class_names == 'LVISV1Dataset'
+        # The names come from the embedding sidecar (the annotation file's
+        # spelling), not from mmdet's LVISV1Dataset list.
+        assert 'class_names' not in head
         assert (head.vlm_temperature, head.beta) == (50.0, beta)
+        assert head.fc_out_channels == fc
         mask = cfg.model.roi_head.mask_head
         assert mask.class_agnostic and mask.num_convs == 4
         assert cfg.model.test_cfg.rcnn.max_per_img == 300
@@ -112,12 +125,15 @@ def test_locat_config(repo_root):
     cfg = _load(repo_root, 'fvit_locat-b16_ov-coco')
     assert cfg.model.backbone.type == 'mmlocat.LocAtViT'
     assert cfg.model.vlm_fusion is False
+    assert cfg.model.last_tap == 'block'
     assert cfg.model.roi_head.vlm_roi_extractor is None
 
 
 @pytest.mark.parametrize('name, arch, img, patch, width, out', [
     ('fvit_eva02-clip-b16_ov-coco', 'b', 224, 16, 768, 512),
     ('fvit_eva02-clip-l14-336_ov-coco', 'l', 336, 14, 1024, 768),
+    ('fvit_eva02-clip-b16_ov-lvis', 'b', 224, 16, 768, 512),
+    ('fvit_eva02-clip-l14-336_ov-lvis', 'l', 336, 14, 1024, 768),
 ])
 def test_eva02_clip_configs(repo_root, name, arch, img, patch, width, out):
     import torch
@@ -141,3 +157,53 @@ def test_eva02_clip_configs(repo_root, name, arch, img, patch, width, out):
     assert cfg.model.neck[0].in_channels == width
     assert cfg.model.roi_head.vlm_roi_extractor.out_channels == out
     assert cfg.model.roi_head.vlm_roi_extractor.featmap_strides == [patch]
+    # (e) F-ViT normalises EVA02-CLIP inputs with ImageNet's mean / std.
+    assert cfg.model.data_preprocessor.mean == IMAGENET_MEAN
+    assert cfg.model.data_preprocessor.std == IMAGENET_STD
+
+
+def _fvit_configs(repo_root):
+    files = sorted(glob.glob(osp.join(repo_root, 'configs/ovd/fvit_*.py')))
+    names = [osp.basename(f)[:-3] for f in files]
+    return [(n, _load(repo_root, n)) for n in names if 'locat' not in n]
+
+
+def test_fvit_deviations_follow_fvit_by_default(repo_root):
+    """(a)-(h) of issue 12: every F-ViT config matches CLIPSelf's F-ViT
+    (F-ViT/configs/ov_*/*_eva_original.py)."""
+    for name, cfg in _fvit_configs(repo_root):
+        model = cfg.model
+        head = model.roi_head.bbox_head
+        lvis = 'lvis' in name
+        size = (1024 if lvis else 640) if 'b16' in name else 896
+        # (a) value-path tap without the final norm
+        assert model.last_tap == 'value_path', name
+        # (b) one FC per branch, cosine on the ReLU'd cls FC
+        assert (head.num_cls_fcs, head.num_reg_fcs,
+                head.cls_embed) == (1, 1, 'relu_fc'), name
+        # (c) the fixed text embedding of "background"
+        assert head.background == 'text', name
+        # (e) CLIP mean / std for OpenAI towers, ImageNet for EVA02-CLIP
+        pre = model.data_preprocessor
+        mean, std = ((IMAGENET_MEAN, IMAGENET_STD) if 'eva02' in name else
+                     (CLIP_MEAN, CLIP_STD))
+        assert (pre.mean, pre.std) == (mean, std), name
+        # (f) fixed-size training pad, square test pad (after normalising)
+        assert pre.type == 'mmlocat.SquarePadDetDataPreprocessor'
+        assert pre.test_pad_to_square is True
+        [fixed] = pre.batch_augments
+        assert fixed.type == 'BatchFixedSizePad', name
+        assert tuple(fixed.size) == (size, size), name
+        assert fixed.get('pad_mask', False) == lvis
+        # (g) RPN test nms_pre; LVIS assigner / NMS / background weight
+        assert model.test_cfg.rpn.nms_pre == 2000
+        rcnn_assigner = model.train_cfg.rcnn.assigner
+        assert rcnn_assigner.match_low_quality is lvis, name
+        assert model.test_cfg.rcnn.nms.iou_threshold == (0.5 if lvis else 0.4)
+        assert head.bg_class_weight == (0.9 if lvis else 0.6)
+        # (h) decay on every parameter, static loss scale, auto_scale_lr
+        assert 'paramwise_cfg' not in cfg.optim_wrapper, name
+        assert cfg.optim_wrapper.loss_scale == 512.0
+        assert cfg.auto_scale_lr.enable is True
+        # the training data's label space is checked before iteration 1
+        assert dict(type='mmlocat.OVLabelSpaceHook') in cfg.custom_hooks

@@ -22,6 +22,8 @@ from mmlocat.testing import generate
 EMBED = 16
 TINY_MODEL = """
 model = dict(
+    data_preprocessor=dict(
+        batch_augments=[dict(type='BatchFixedSizePad', size=(64, 64))]),
     backbone=dict(
         arch=dict(_delete_=True, embed_dims=32, num_layers=4, num_heads=2,
                   feedforward_channels=64, output_dims={embed}),
@@ -37,7 +39,7 @@ model = dict(
     roi_head=dict(
         bbox_roi_extractor=dict(out_channels=16),
         bbox_head=dict(in_channels=16, conv_out_channels=16,
-                       fc_out_channels=32, norm_cfg=dict(type='BN'),
+                       fc_out_channels={embed}, norm_cfg=dict(type='BN'),
                        text_embeddings={emb!r}{head_extra}),
         vlm_roi_extractor=dict(out_channels={embed}){roi_extra}),
     train_cfg=dict(
@@ -199,6 +201,21 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
     assert code != 0
     assert 'text embeddings do not match the dataset classes' in out
     assert 'different order' in out
+
+    # Base-only (48-class) training data without the label map is refused
+    # before the first iteration, not read as 65-class labels.
+    code, out = _run([
+        'tools/train.py', cfg, '--work-dir',
+        str(tmp_path / 'nomap'), '--cfg-options',
+        'model.train_class_names=None'
+    ],
+                     subprocess_env,
+                     repo_root,
+                     expect_ok=False)
+    assert code != 0
+    assert re.search(
+        r'the training data \S*instances_train2017_seen_2\.json labels 48 '
+        r'classes .* expects labels indexing 65 classes', out), out[-3000:]
 
 
 def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):

@@ -1,18 +1,27 @@
 # F-ViT (CLIPSelf, https://arxiv.org/abs/2310.01403) on a frozen OpenAI
 # CLIP ViT-B/16: taps (3, 5, 7, 11) -> pyramid x4/x2/x1/x0.5 -> FPN ->
 # RPN -> RoI head with a cosine text-embedding classifier and CLIP score
-# fusion. The data config sets the classes and the text-embedding file.
+# fusion. Every value follows CLIPSelf's F-ViT configs
+# (F-ViT/configs/ov_*/*_eva_original.py); configs/ovd/README.md lists the
+# named options. The data config sets the classes and the embedding file.
 norm_cfg = dict(type='SyncBN', requires_grad=True)
 model = dict(
     type='mmlocat.FViT',
     vlm_fusion=True,
+    # F-ViT: the stride-32 tap is the last block on the value path, no
+    # final norm ('block': the ordinary last block + final norm).
+    last_tap='value_path',
     data_preprocessor=dict(
-        type='DetDataPreprocessor',
-        # CLIP's normalisation (RGB, 0-255 scale)
+        # Pads test batches to a square after normalisation, as F-ViT; the
+        # data config adds the fixed-size training pad (batch_augments).
+        type='mmlocat.SquarePadDetDataPreprocessor',
+        # OpenAI CLIP's normalisation (RGB, 0-255 scale); the EVA02-CLIP
+        # configs use F-ViT's ImageNet mean / std.
         mean=[122.771, 116.746, 104.094],
         std=[68.501, 66.632, 70.323],
         bgr_to_rgb=True,
-        pad_size_divisor=32),
+        pad_size_divisor=32,
+        test_pad_to_square=True),
     backbone=dict(
         type='mmlocat.CLIPViT',
         arch='b',
@@ -70,6 +79,11 @@ model = dict(
             roi_feat_size=7,
             num_shared_convs=4,
             num_shared_fcs=2,
+            # F-ViT: one more FC per branch; the cosine is taken on the
+            # ReLU'd cls FC, as wide as the text embedding (512 for B/16).
+            num_cls_fcs=1,
+            num_reg_fcs=1,
+            cls_embed='relu_fc',
             conv_out_channels=256,
             fc_out_channels=512,
             norm_cfg=norm_cfg,
@@ -79,6 +93,8 @@ model = dict(
                 target_stds=[0.1, 0.1, 0.2, 0.2]),
             reg_class_agnostic=True,
             temperature=50.0,
+            # F-ViT: the fixed text embedding of "background".
+            background='text',
             alpha=0.1,
             loss_cls=dict(type='mmlocat.OVCrossEntropyLoss', loss_weight=1.0),
             loss_bbox=dict(type='L1Loss', loss_weight=1.0)),
@@ -129,7 +145,7 @@ model = dict(
             debug=False)),
     test_cfg=dict(
         rpn=dict(
-            nms_pre=1000,
+            nms_pre=2000,
             max_per_img=1000,
             nms=dict(type='nms', iou_threshold=0.7),
             min_bbox_size=0),

@@ -93,6 +93,9 @@ val_dataloader = dict(
         pipeline=test_pipeline,
         backend_args=backend_args))
 test_dataloader = val_dataloader
+# Before the first iteration: training labels must index the classes the
+# detector expects (FViT.train_class_names or the head's classes).
+custom_hooks = [dict(type='mmlocat.OVLabelSpaceHook')]
 val_evaluator = dict(
     type='OVCocoMetric',
     ann_file=data_root + 'annotations/instances_val2017_all_2.json',
@@ -110,14 +113,12 @@ param_scheduler = [
     dict(
         type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=250)
 ]
+# F-ViT: weight decay on every parameter (the temperature too), a static
+# fp16 loss scale of 512, the lr scaled linearly from batch 64.
 optim_wrapper = dict(
     type='AmpOptimWrapper',
-    loss_scale='dynamic',
+    loss_scale=512.0,
     optimizer=dict(
         type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1),
-    clip_grad=dict(max_norm=1.0, norm_type=2),
-    paramwise_cfg=dict(custom_keys={
-        'temperature': dict(decay_mult=0.0),
-        'bg_embedding': dict(decay_mult=0.0)
-    }))
-auto_scale_lr = dict(enable=False, base_batch_size=64)
+    clip_grad=dict(max_norm=1.0, norm_type=2))
+auto_scale_lr = dict(enable=True, base_batch_size=64)

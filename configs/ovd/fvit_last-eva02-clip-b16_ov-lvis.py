@@ -1,0 +1,7 @@
+# F-ViT, frozen EVA02-CLIP B/16 with LaSt weights, OV-LVIS: identical to
+# fvit_eva02-clip-b16_ov-lvis.py but for the backbone checkpoint.
+_base_ = './fvit_eva02-clip-b16_ov-lvis.py'
+model = dict(
+    backbone=dict(
+        init_cfg=dict(
+            checkpoint='checkpoints/last-eva02-clip-b16_mmlocat.pth')))
