@@ -7,7 +7,7 @@ read as indices into the 65 classes: silent mislabelling. This hook compares
 the training dataset's classes with the ones the detector expects before
 the first iteration.
 """
-from typing import List
+from typing import List, Optional
 
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
@@ -24,20 +24,36 @@ def _innermost(dataset):
     return dataset
 
 
-def label_names(dataset) -> List[str]:
+def _is_lvis(dataset) -> bool:
+    try:
+        from mmdet.datasets import LVISDataset
+    except ImportError:  # no mmdet, no LVIS dataset
+        return False
+    return isinstance(dataset, LVISDataset)
+
+
+def label_names(dataset) -> Optional[List[str]]:
     """The class names the dataset's labels index, label by label.
 
-    For mmdet's COCO / LVIS datasets these are the annotation file's
-    category names of ``cat_ids`` (LVIS labels follow the file's categories,
-    whatever the dataset's ``METAINFO`` spells); otherwise the metainfo's
-    ``classes``.
+    mmdet's COCO-style datasets select their categories by the metainfo's
+    ``classes``, so those names are the labels'. mmdet's LVIS datasets label
+    every category of the annotation file in id order, whatever their
+    ``METAINFO`` spells (mmdet's list writes ``speaker_(stereo_equipment)``
+    where the file has ``speaker_(stero_equipment)``), and drop the file's
+    API after loading: for them this returns None and the caller compares
+    the number of categories.
     """
     inner = _innermost(dataset)
-    api = getattr(inner, 'lvis', None) or getattr(inner, 'coco', None)
-    cat_ids = getattr(inner, 'cat_ids', None)
-    if api is not None and cat_ids is not None and hasattr(api, 'cats'):
-        return [api.cats[cid]['name'] for cid in cat_ids]
+    if _is_lvis(inner):
+        return None
     return list(dataset.metainfo.get('classes', ()))
+
+
+def _first_difference(found: List[str], expected: List[str]) -> str:
+    for i, (a, b) in enumerate(zip(found, expected)):
+        if a != b:
+            return f' (first difference at label {i}: {a!r} vs {b!r})'
+    return ''
 
 
 @HOOKS.register_module()
@@ -60,15 +76,27 @@ class OVLabelSpaceHook(Hook):
         if not expected:
             return
         dataset = runner.train_dataloader.dataset
+        ann_file = getattr(_innermost(dataset), 'ann_file', dataset)
         found = label_names(dataset)
+        if found is None:  # LVIS: labels index all the file's categories
+            num = len(_innermost(dataset).cat_ids)
+            if num != len(expected):
+                raise ValueError(
+                    f'the training data {ann_file} labels its {num} '
+                    'categories (LVIS: every category of the file, in id '
+                    f'order), but the detector expects labels indexing '
+                    f'{len(expected)} classes; keep all categories in the '
+                    'base-only file (tools/dataset_converters/make_ov_lvis.py)'
+                    ' or set model.train_class_names')
+            return
         if found == expected:
             return
         hint = ('set model.train_class_names to the training classes'
                 if len(found) < len(expected) else
                 'check model.train_class_names')
         raise ValueError(
-            f'the training data '
-            f'{getattr(_innermost(dataset), "ann_file", dataset)} labels '
-            f'{len(found)} classes {found[:5]}..., but the detector expects '
-            f'labels indexing {len(expected)} classes {expected[:5]}...; '
-            f'{hint} (labels are mapped to the head by name)')
+            f'the training data {ann_file} labels {len(found)} classes '
+            f'{found[:5]}..., but the detector expects labels indexing '
+            f'{len(expected)} classes {expected[:5]}...'
+            f'{_first_difference(found, expected)}; {hint} (labels are '
+            'mapped to the head by name)')
