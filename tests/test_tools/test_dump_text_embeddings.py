@@ -56,3 +56,57 @@ def test_needs_open_clip(repo_root, monkeypatch):
     monkeypatch.setitem(sys.modules, 'open_clip', None)
     with pytest.raises(ImportError, match='open_clip'):
         tool.open_clip_encoder('ViT-B-16', 'w.pt', 'cpu')
+
+
+def _fvit_prompts_by_hand(name):
+    """F-ViT's prompts for a lower-case name without '/' or trailing dots,
+    spelled out from CLIPSelf's build_text_embedding_openclip."""
+    from mmlocat.datasets.text_embeddings import FVIT_TEMPLATES
+    text = name.replace('_', ' ')
+    article = 'an' if name[0] in 'aeiou' else 'a'
+    prompts = [t.format(text, article=article) for t in FVIT_TEMPLATES]
+    return [('This is ' + p) if p[0] == 'a' or p.startswith('the') else p
+            for p in prompts]
+
+
+def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
+    """A random-init open_clip ViT-B-16 saved as a user's file: the tool's
+    embeddings are open_clip's own encode_text averaged over F-ViT's
+    prompts."""
+    import open_clip
+
+    from mmlocat.utils.provenance import file_sha256
+    torch.manual_seed(0)
+    model = open_clip.create_model('ViT-B-16', pretrained=None).eval()
+    weights = str(tmp_path / 'ViT-B-16.bin')
+    torch.save(model.state_dict(), weights)
+    names = tmp_path / 'names.txt'
+    # One class: 63 prompts through a B/16 text tower take ~10 s on a
+    # loaded CPU core, once in the tool and once for the reference.
+    names.write_text('aerosol_can\n')
+    out = str(tmp_path / 'emb.npy')
+    monkeypatch.setattr(sys, 'argv', [
+        'dump', '--names',
+        str(names), '--model', 'ViT-B-16', '--pretrained', weights, out
+    ])
+    _tool(repo_root).main()
+    emb, bg, rows = load_text_embeddings(out)
+    assert rows == ['aerosol_can'] and bg is None
+    tokenizer = open_clip.get_tokenizer('ViT-B-16')
+    prompts = _fvit_prompts_by_hand('aerosol_can')
+    assert prompts[0] == 'There is an aerosol can in the scene.'
+    assert prompts[8] == 'This is a photo of an aerosol can.'
+    for row, name in zip(emb, rows):
+        with torch.no_grad():
+            feats = model.encode_text(tokenizer(_fvit_prompts_by_hand(name)))
+        feats = feats / feats.norm(dim=-1, keepdim=True)
+        ref = feats.mean(0)
+        ref = (ref / ref.norm()).numpy()
+        np.testing.assert_allclose(row, ref, atol=1e-5, rtol=0)
+    side = json.load(open(out[:-4] + '.json'))
+    assert side['text_model'] == dict(
+        name='ViT-B-16',
+        weights='ViT-B-16.bin',
+        sha256=file_sha256(weights),
+        templates='fvit',
+        prompt_style='fvit')
