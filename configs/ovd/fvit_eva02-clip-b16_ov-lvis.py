@@ -1,18 +1,11 @@
 # F-ViT, frozen EVA02-CLIP B/16 (plain weights), OV-LVIS: CLIPSelf's
 # fvit_vitb16_upsample_fpn_bs64_4x_ovlvis_eva_original. Same detector as
-# fvit_clip-b16_ov-lvis.py with the EVA02-CLIP image tower (RoPE, SwiGLU,
-# sub-LN) and ImageNet mean / std, as F-ViT.
-_base_ = './fvit_clip-b16_ov-lvis.py'
+# fvit_clip-b16_ov-lvis.py with the EVA02-CLIP image tower and ImageNet
+# mean / std, as F-ViT.
+_base_ = ['./fvit_clip-b16_ov-lvis.py', './_base_/eva02-clip.py']
 model = dict(
-    # F-ViT normalises EVA02-CLIP inputs with ImageNet's mean / std.
-    data_preprocessor=dict(
-        mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]),
-    backbone=dict(
-        type='mmlocat.EVA02CLIPViT',
-        arch='b',
-        patch_size=16,
-        img_size=224,
-        init_cfg=dict(checkpoint='checkpoints/eva02-clip-b16_mmlocat.pth')),
+    data_preprocessor={{_base_.imagenet_norm}},
+    backbone={{_base_.eva02_clip_b16}},
     roi_head=dict(
         bbox_head=dict(
             text_embeddings='data/lvis_v1/embeddings/'

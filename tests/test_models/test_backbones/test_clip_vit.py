@@ -132,6 +132,18 @@ def full_clip_state_dict(visual):
     return sd
 
 
+def run_converter(args, repo_root, env):
+    """``tools/model_converters/clip2mmlocat.py ARGS`` in a subprocess."""
+    return subprocess.run(
+        [sys.executable, 'tools/model_converters/clip2mmlocat.py'] +
+        list(args),
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300)
+
+
 @pytest.mark.parametrize('pooling', ['cls', 'lazy_strike'])
 def test_parity_with_openai_layout(reference, pooling):
     model = clip_vit(pooling=pooling)
@@ -149,15 +161,8 @@ def test_cli_converts_full_clip_checkpoint(reference, tmp_path, repo_root,
     src = osp.join(tmp_path, 'clip.pt')
     dst = osp.join(tmp_path, 'clip_mmlocat.pth')
     torch.save(full_clip_state_dict(reference), src)
-    proc = subprocess.run([
-        sys.executable, 'tools/model_converters/clip2mmlocat.py', src, dst,
-        '--act', 'quick_gelu'
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True,
-                          timeout=300)
+    proc = run_converter([src, dst, '--act', 'quick_gelu'], repo_root,
+                         subprocess_env)
     assert proc.returncode == 0, proc.stderr
     sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
     assert all(k.startswith('backbone.') for k in sd)
@@ -261,15 +266,8 @@ def test_cli_reads_openai_torchscript_archive(reference, tmp_path, repo_root,
     dst = osp.join(tmp_path, 'converted.pth')
     x = torch.randn(1, 3, 32, 32)
     torch.jit.save(torch.jit.trace(reference, x), src)
-    proc = subprocess.run([
-        sys.executable, 'tools/model_converters/clip2mmlocat.py', src, dst,
-        '--prefix', '', '--act', 'quick_gelu'
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True,
-                          timeout=300)
+    proc = run_converter([src, dst, '--prefix', '', '--act', 'quick_gelu'],
+                         repo_root, subprocess_env)
     assert proc.returncode == 0, proc.stderr
     sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
     model = clip_vit(pooling='cls')
@@ -284,15 +282,8 @@ def test_cli_needs_the_activation(reference, tmp_path, repo_root,
     """The weights do not say QuickGELU or GELU: no silent guess."""
     src = osp.join(tmp_path, 'clip.pt')
     torch.save(full_clip_state_dict(reference), src)
-    proc = subprocess.run([
-        sys.executable, 'tools/model_converters/clip2mmlocat.py', src,
-        osp.join(tmp_path, 'out.pth')
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True,
-                          timeout=300)
+    proc = run_converter([src, osp.join(tmp_path, 'out.pth')], repo_root,
+                         subprocess_env)
     assert proc.returncode != 0
     assert 'one of the arguments --model --model-config --act is required' \
         in proc.stderr
