@@ -15,6 +15,8 @@ model = dict(
                 size={{_base_.image_size}},
                 pad_mask=True)
         ]),
+    # F-ViT's OV-LVIS RPN normalises its two shared convolutions.
+    rpn_head=dict(type='mmlocat.NormRPNHead', norm_cfg={{_base_.norm_cfg}}),
     roi_head=dict(
         bbox_head=dict(
             # The 1203 class names come from the embedding sidecar, which

@@ -169,8 +169,8 @@ def _fvit_configs(repo_root):
 
 
 def test_fvit_deviations_follow_fvit_by_default(repo_root):
-    """(a)-(h) of issue 12: every F-ViT config matches CLIPSelf's F-ViT
-    (F-ViT/configs/ov_*/*_eva_original.py)."""
+    """(a)-(h) of issue 12 and (i) the LVIS RPN norm: every F-ViT config
+    matches CLIPSelf's F-ViT (F-ViT/configs/ov_*/*_eva_original.py)."""
     for name, cfg in _fvit_configs(repo_root):
         model = cfg.model
         head = model.roi_head.bbox_head
@@ -205,5 +205,12 @@ def test_fvit_deviations_follow_fvit_by_default(repo_root):
         assert 'paramwise_cfg' not in cfg.optim_wrapper, name
         assert cfg.optim_wrapper.loss_scale == 512.0
         assert cfg.auto_scale_lr.enable is True
+        # (i) OV-LVIS: a norm after each of the RPN's two shared convs
+        rpn = model.rpn_head
+        if lvis:
+            assert rpn.type == 'mmlocat.NormRPNHead', name
+            assert rpn.norm_cfg == dict(type='SyncBN', requires_grad=True)
+        else:
+            assert rpn.type == 'RPNHead' and 'norm_cfg' not in rpn, name
         # the training data's label space is checked before iteration 1
         assert dict(type='mmlocat.OVLabelSpaceHook') in cfg.custom_hooks
