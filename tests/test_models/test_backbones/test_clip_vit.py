@@ -1,4 +1,5 @@
 """CLIPViT against an independent OpenAI-CLIP image-tower reference."""
+import json
 import os.path as osp
 import subprocess
 import sys
@@ -136,7 +137,7 @@ def run_converter(args, repo_root, env):
     """``tools/model_converters/clip2mmlocat.py ARGS`` in a subprocess."""
     return subprocess.run(
         [sys.executable, 'tools/model_converters/clip2mmlocat.py'] +
-        list(args),
+        [str(a) for a in args],
         cwd=repo_root,
         env=env,
         capture_output=True,
@@ -313,3 +314,28 @@ def test_activation_option_and_checkpoint_record(reference, tmp_path):
             match=r"c\.pth was converted from a CLIP with act='gelu' but this "
             r"CLIPViT has act='quick_gelu'"):
         wrong.init_weights()
+
+
+def test_cli_reads_activation_and_shapes_from_a_model_config(
+        reference, tmp_path, repo_root, subprocess_env):
+    src = osp.join(tmp_path, 'clip.pt')
+    torch.save(full_clip_state_dict(reference), src)
+    vision = dict(image_size=32, layers=LAYERS, width=WIDTH, patch_size=PATCH)
+    cfg = tmp_path / 'tiny-quickgelu.json'
+    cfg.write_text(
+        json.dumps(dict(embed_dim=OUT, quick_gelu=True, vision_cfg=vision)))
+    dst = osp.join(tmp_path, 'out.pth')
+    proc = run_converter([src, dst, '--model-config', cfg], repo_root,
+                         subprocess_env)
+    assert proc.returncode == 0, proc.stderr
+    meta = torch.load(dst, map_location='cpu', weights_only=True)['meta']
+    assert meta['clip']['name'] == 'tiny-quickgelu'
+    assert meta['clip']['act'] == 'quick_gelu'
+    # A config that disagrees with the weights is refused, naming both.
+    cfg.write_text(
+        json.dumps(dict(embed_dim=OUT, vision_cfg=dict(vision, layers=3))))
+    proc = run_converter([src, dst, '--model-config', cfg], repo_root,
+                         subprocess_env)
+    assert proc.returncode != 0
+    assert 'the model config says vision layers 3, the weights have 2' in \
+        proc.stderr
