@@ -20,6 +20,7 @@ from mmlocat.registry import MODELS
 from mmlocat.utils.checkpoint_io import (load_state_dict_reported,
                                          read_state_dict)
 from ..layers import LazyStrikePool, patch_score
+from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
 
@@ -99,7 +100,12 @@ class LaStViT(VisionTransformer):
             self.eval()
 
     def init_weights(self) -> None:
-        """Random init, or strict loading of a ``Pretrained`` checkpoint."""
+        """Random init, strict loading of a ``Pretrained`` checkpoint, or
+        torchvision's scheme (the public code's) with
+        ``init_cfg=dict(type='mmlocat.TorchvisionViTInit')`` (see
+        :mod:`~mmlocat.models.backbones.vit_init`)."""
+        if init_weights_with_scheme(self, super().init_weights):
+            return
         cfg = self.init_cfg
         if not (isinstance(cfg, dict) and cfg.get('type') == 'Pretrained'):
             super().init_weights()

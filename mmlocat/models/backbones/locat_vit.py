@@ -20,6 +20,7 @@ from torch import nn
 from mmlocat.registry import MODELS
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer
+from .vit_init import init_weights_with_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
 
@@ -265,6 +266,11 @@ class LocAtViT(VisionTransformer):
             self._freeze_stages()
 
     def init_weights(self) -> None:
+        """Host (mmpretrain) initialisation, a ``Pretrained`` load, or the
+        public code's scheme with ``init_cfg=dict(type='mmlocat.TimmViTInit')``
+        (see :mod:`~mmlocat.models.backbones.vit_init`)."""
+        if init_weights_with_scheme(self, super().init_weights):
+            return
         super().init_weights()
         pretrained = (
             isinstance(self.init_cfg, dict)
