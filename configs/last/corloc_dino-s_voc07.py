@@ -25,7 +25,9 @@ model = dict(
         norm_cfg=dict(type='LN', eps=1e-6),
         out_type='cls_token',
         pooling='lazy_strike',
-        topk=1),
+        topk=1,
+        # DINO's own position-embedding interpolation at full resolution.
+        pos_embed_resample='dino'),
     neck=None,
     head=None)  # scores only
 
