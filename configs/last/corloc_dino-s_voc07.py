@@ -27,7 +27,10 @@ model = dict(
         pooling='lazy_strike',
         topk=1,
         # DINO's own position-embedding interpolation at full resolution.
-        pos_embed_resample='dino'),
+        pos_embed_resample='dino',
+        # No padding: the patch conv drops the right / bottom remainder, as
+        # LOST crops images to a multiple of the patch size for DINO.
+        patch_cfg=dict(padding=0)),
     neck=None,
     head=None)  # scores only
 

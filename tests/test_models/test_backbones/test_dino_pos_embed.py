@@ -88,6 +88,32 @@ def test_lastvit_dino_resampling_matches_dino(dino, hw):
     assert (timm_pos - ref_pos).abs().max() > 1e-3
 
 
+def test_unpadded_patch_embed_crops_as_lost(dino):
+    """With ``patch_cfg=dict(padding=0)`` (the DINO CorLoc config) a size
+    that is not a multiple of 16 gives DINO's result on the image cropped
+    to a multiple of 16, as LOST feeds DINO."""
+    ours = LaStViT(
+        arch=dict(
+            embed_dims=384,
+            num_layers=2,
+            num_heads=6,
+            feedforward_channels=1536),
+        img_size=224,
+        patch_size=16,
+        pooling='cls',
+        pos_embed_resample='dino',
+        patch_cfg=dict(padding=0)).eval()
+    load_state_dict_reported(ours, convert_dino(dino.state_dict()))
+    x = torch.randn(1, 3, 330, 487, generator=torch.Generator().manual_seed(2))
+    crop = x[..., :320, :480]
+    with torch.no_grad():
+        ref = timm_tokens(dino, crop,
+                          dino_reference_pos(dino.pos_embed, 320, 480))
+        (tokens, ), grid = ours._encode(x, [1])
+    assert tuple(grid) == (20, 30)
+    torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
+
+
 def test_same_grid_is_unchanged_and_errors():
     pos = torch.randn(1, 1 + 14 * 14, 8)
     assert dino_resample_pos_embed(pos, (14, 14), (14, 14)) is pos
