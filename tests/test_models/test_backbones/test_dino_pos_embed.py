@@ -47,6 +47,23 @@ def dino():
     return model.eval()
 
 
+def dino_lastvit(dino, **kwargs):
+    """LaStViT in DINO's ViT-S/16 layout (2 blocks) with its weights."""
+    model = LaStViT(
+        arch=dict(
+            embed_dims=384,
+            num_layers=2,
+            num_heads=6,
+            feedforward_channels=1536),
+        img_size=224,
+        patch_size=16,
+        pooling='cls',
+        pos_embed_resample='dino',
+        **kwargs).eval()
+    load_state_dict_reported(model, convert_dino(dino.state_dict()))
+    return model
+
+
 def timm_tokens(model, x, pos):
     tokens = model.patch_embed.proj(x).flatten(2).transpose(1, 2)
     tokens = torch.cat((model.cls_token.expand(x.shape[0], -1, -1), tokens),
@@ -57,17 +74,7 @@ def timm_tokens(model, x, pos):
 
 @pytest.mark.parametrize('hw', [(320, 480), (224, 336), (480, 272)])
 def test_lastvit_dino_resampling_matches_dino(dino, hw):
-    ours = LaStViT(
-        arch=dict(
-            embed_dims=384,
-            num_layers=2,
-            num_heads=6,
-            feedforward_channels=1536),
-        img_size=224,
-        patch_size=16,
-        pooling='cls',
-        pos_embed_resample='dino').eval()
-    load_state_dict_reported(ours, convert_dino(dino.state_dict()))
+    ours = dino_lastvit(dino)
     x = torch.randn(1, 3, *hw, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         ref_pos = dino_reference_pos(dino.pos_embed, *hw)
@@ -92,18 +99,7 @@ def test_unpadded_patch_embed_crops_as_lost(dino):
     """With ``patch_cfg=dict(padding=0)`` (the DINO CorLoc config) a size
     that is not a multiple of 16 gives DINO's result on the image cropped
     to a multiple of 16, as LOST feeds DINO."""
-    ours = LaStViT(
-        arch=dict(
-            embed_dims=384,
-            num_layers=2,
-            num_heads=6,
-            feedforward_channels=1536),
-        img_size=224,
-        patch_size=16,
-        pooling='cls',
-        pos_embed_resample='dino',
-        patch_cfg=dict(padding=0)).eval()
-    load_state_dict_reported(ours, convert_dino(dino.state_dict()))
+    ours = dino_lastvit(dino, patch_cfg=dict(padding=0))
     x = torch.randn(1, 3, 330, 487, generator=torch.Generator().manual_seed(2))
     crop = x[..., :320, :480]
     with torch.no_grad():
