@@ -13,9 +13,11 @@ are weight initializers for ``init_cfg``::
 
 :class:`~mmlocat.models.LocAtViT` and :class:`~mmlocat.models.LaStViT` run
 the host's initialisation first and the scheme last, so no child module's
-``init_weights`` overrides it. The classification head is the classifier's
-(``init_cfg`` of the head in the recipes: truncated normal 0.02 for timm,
-zeros for torchvision, which is mmpretrain's default).
+``init_weights`` overrides it (on any other module the initializer runs as
+mmengine runs initializers: before the children's own ``init_weights``).
+The classification head is the classifier's (``init_cfg`` of the head in
+the recipes: truncated normal 0.02 for timm, zeros for torchvision, which is
+mmpretrain's default).
 
 timm 1.0.19 ``VisionTransformer.init_weights`` (mode ''), restated:
 every ``nn.Linear`` (qkv, proj, MLP, GAug's two linears, head) gets a
@@ -53,8 +55,12 @@ def _reset_default(module: nn.Module) -> None:
 def _init_tokens(model: nn.Module, std: float) -> None:
     for name in ('cls_token', 'reg_token'):
         token = getattr(model, name, None)
-        if token is not None:
-            nn.init.normal_(token, std=std) if std else nn.init.zeros_(token)
+        if token is None:
+            continue
+        if std:
+            nn.init.normal_(token, std=std)
+        else:
+            nn.init.zeros_(token)
 
 
 def timm_vit_init(model: nn.Module) -> None:
