@@ -199,3 +199,17 @@ def test_attention_runs_the_dense_kernel_for_public_options():
                 GAugAttention(32, 2, (32, 32), gaug_impl=impl, **kwargs)
     with pytest.raises(ValueError, match='precision'):
         GaussianAugment(16, (14, 14), precision='fp16')
+
+
+def test_locat_vit_threads_the_options_to_every_block():
+    from mmlocat.models import LocAtViT
+    model = LocAtViT(
+        arch='t', img_size=64, gaug_precision='public', gaug_fast=True)
+    assert all(layer.attn.gaug.precision == 'public' and layer.attn.gaug.fast
+               for layer in model.layers)
+    default = LocAtViT(arch='t', img_size=64)
+    assert all(layer.attn.gaug.precision == 'fp32' and not layer.attn.gaug.fast
+               for layer in default.layers)
+    with torch.autocast('cpu', dtype=torch.float16), torch.no_grad():
+        out = model.eval()(torch.randn(1, 3, 64, 64))[0]
+    assert torch.isfinite(out).all()
