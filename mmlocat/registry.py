@@ -15,11 +15,14 @@ from mmengine.registry import \
     OPTIM_WRAPPER_CONSTRUCTORS as MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
+from mmengine.registry import \
+    WEIGHT_INITIALIZERS as MMENGINE_WEIGHT_INITIALIZERS
 from mmengine.registry import Registry
 
 __all__ = [
     'MODELS', 'DATASETS', 'TRANSFORMS', 'METRICS', 'HOOKS',
-    'OPTIM_WRAPPER_CONSTRUCTORS', 'VISUALIZERS', 'MODEL_WRAPPERS'
+    'OPTIM_WRAPPER_CONSTRUCTORS', 'VISUALIZERS', 'MODEL_WRAPPERS',
+    'WEIGHT_INITIALIZERS'
 ]
 
 MODELS = Registry(
@@ -62,3 +65,8 @@ MODEL_WRAPPERS = Registry(
     parent=MMENGINE_MODEL_WRAPPERS,
     scope='mmlocat',
     locations=['mmlocat.engine'])
+WEIGHT_INITIALIZERS = Registry(
+    'weight initializer',
+    parent=MMENGINE_WEIGHT_INITIALIZERS,
+    scope='mmlocat',
+    locations=['mmlocat.models'])

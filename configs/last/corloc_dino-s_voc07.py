@@ -25,7 +25,12 @@ model = dict(
         norm_cfg=dict(type='LN', eps=1e-6),
         out_type='cls_token',
         pooling='lazy_strike',
-        topk=1),
+        topk=1,
+        # DINO's own position-embedding interpolation at full resolution.
+        pos_embed_resample='dino',
+        # No padding: the patch conv drops the right / bottom remainder, as
+        # LOST crops images to a multiple of the patch size for DINO.
+        patch_cfg=dict(padding=0)),
     neck=None,
     head=None)  # scores only
 

@@ -1,4 +1,4 @@
-from .box_transforms import ResizeEdgeWithBoxes
+from .box_transforms import KeepOriginalBoxes, ResizeEdgeWithBoxes
 from .imagenet_loc import (CocoBoxesDataset, ImageNetLocDataset,
                            keep_single_small, parse_loc_xml)
 from .ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
@@ -10,8 +10,9 @@ from .text_embeddings import (build_class_embeddings, load_text_embeddings,
 
 __all__ = [
     'ImageNetLocDataset', 'CocoBoxesDataset', 'ResizeEdgeWithBoxes',
-    'parse_loc_xml', 'keep_single_small', 'OV_COCO_BASE_CLASSES',
-    'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES', 'make_ov_coco_split',
-    'make_ov_coco_files', 'make_ov_lvis_base', 'make_ov_lvis_files',
-    'build_class_embeddings', 'load_text_embeddings', 'save_text_embeddings'
+    'KeepOriginalBoxes', 'parse_loc_xml', 'keep_single_small',
+    'OV_COCO_BASE_CLASSES', 'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES',
+    'make_ov_coco_split', 'make_ov_coco_files', 'make_ov_lvis_base',
+    'make_ov_lvis_files', 'build_class_embeddings', 'load_text_embeddings',
+    'save_text_embeddings'
 ]

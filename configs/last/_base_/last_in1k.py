@@ -72,13 +72,18 @@ model = dict(
         patch_size=16,
         out_type='cls_token',
         pooling='lazy_strike',
-        topk=1),
+        topk=1,
+        # torchvision's vit_b_16 initialisation, as the public code; None
+        # keeps mmpretrain's.
+        init_cfg=dict(type='mmlocat.TorchvisionViTInit')),
     neck=None,
     head=dict(
         type='VisionTransformerClsHead',
         num_classes=1000,
         in_channels=768,
-        loss=dict(type='CrossEntropyLoss', loss_weight=1.0)))
+        loss=dict(type='CrossEntropyLoss', loss_weight=1.0),
+        # torchvision's head starts at zero (also mmpretrain's default).
+        init_cfg=dict(type='Constant', layer='Linear', val=0.)))
 
 # The public code decays every parameter (detectron2's default parameter
 # groups), so no paramwise_cfg.

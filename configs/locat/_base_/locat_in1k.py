@@ -69,7 +69,10 @@ model = dict(
         patch_size=16,
         drop_path_rate=0.1,
         gaug=True,
-        prr=True),
+        prr=True,
+        # timm's from-scratch initialisation, as the public code; None keeps
+        # mmpretrain's (Xavier MLPs, zero CLS token).
+        init_cfg=dict(type='mmlocat.TimmViTInit')),
     neck=None,
     head=dict(
         type='VisionTransformerClsHead',
@@ -77,6 +80,8 @@ model = dict(
         in_channels=192,
         loss=dict(
             type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'),
+        # timm's head: truncated normal 0.02 (mmpretrain's: zeros).
+        init_cfg=dict(type='TruncNormal', layer='Linear', std=.02, bias=0.),
     ),
     init_cfg=[
         dict(type='TruncNormal', layer='Linear', std=.02),

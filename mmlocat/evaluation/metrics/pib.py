@@ -6,8 +6,13 @@ fraction of images whose argmax patch-score cell overlaps the ground-truth
 box. The protocol (ImageNet-val LOC boxes, one box < 25% of the image,
 Resize 256 + CenterCrop 224) lives in the dataset and pipeline; this metric
 only needs the score map and the boxes in network-input coordinates.
+
+Two protocols: ``'exact'`` (default) is the geometrically correct rule on
+boxes mapped by the pipeline; ``'public'`` is the rule of the authors'
+``visualization/evaluate_patch_hit.py`` (ChengShiest/LAST-ViT), restated in
+:func:`public_hit_window`, for numbers comparable with theirs.
 """
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -15,7 +20,12 @@ from mmlocat.registry import METRICS
 from .loc_utils import (ScoreMapMetric, check_score_grid, get_field, to_boxes,
                         to_score_map)
 
-__all__ = ['point_in_box', 'PointInBox']
+__all__ = [
+    'point_in_box', 'public_hit_window', 'public_point_in_box', 'PointInBox',
+    'PIB_PROTOCOLS'
+]
+
+PIB_PROTOCOLS = ('exact', 'public')
 
 
 def point_in_box(score_map: np.ndarray,
@@ -45,6 +55,58 @@ def point_in_box(score_map: np.ndarray,
     return bool(((width > 0) & (height > 0)).any())
 
 
+def public_hit_window(box: Sequence[float],
+                      image_wh: Tuple[int, int],
+                      resize: int = 256,
+                      crop_size: int = 224,
+                      patch_size: int = 16) -> Tuple[range, range]:
+    """Cells the public ``evaluate_patch_hit.py`` counts as in the box.
+
+    Its rule, differences from the exact one marked: one scale factor
+    ``resize / min(w, h)`` for both axes (the resized sides are truncated
+    with ``int``, the factors are not); the centre-crop offset is floored
+    (torchvision rounds it); the box, in raw annotation integers (no 1-based
+    shift), is mapped and clipped to ``[0, crop_size]``; every cell from
+    ``floor(min / p)`` to ``floor(max / p)`` counts, so a cell the box only
+    touches counts, and a box cropped off at the left / top still hits
+    column / row 0 (one cropped off at the right / bottom hits nothing).
+
+    Args:
+        box: ``(xmin, ymin, xmax, ymax)`` as in the annotation file.
+        image_wh: Original ``(width, height)`` (the annotation's size).
+        resize: Short side after the resize.
+        crop_size: Side of the centre crop.
+        patch_size: Cell side.
+
+    Returns:
+        ``(rows, cols)``: the counted cells are ``rows x cols``.
+    """
+    width, height = (int(v) for v in image_wh)
+    scale = float(resize) / min(width, height)
+    offsets = ((int(width * scale) - crop_size) // 2,
+               (int(height * scale) - crop_size) // 2)
+    lo, hi = [], []
+    for axis in (0, 1):  # x, y
+        ends = (float(box[axis]), float(box[axis + 2]))
+        mapped = [
+            max(0, min(crop_size, v * scale - offsets[axis])) for v in ends
+        ]
+        lo.append(int(mapped[0] // patch_size))
+        hi.append(
+            min(int(mapped[1] // patch_size) + 1, crop_size // patch_size))
+    return range(lo[1], hi[1]), range(lo[0], hi[0])
+
+
+def public_point_in_box(score_map: np.ndarray, box: Sequence[float],
+                        image_wh: Tuple[int, int], **kwargs) -> bool:
+    """Hit of the public script: the first raster-order argmax cell lies in
+    :func:`public_hit_window` (``kwargs``: its ``resize``, ``crop_size``,
+    ``patch_size``)."""
+    row, col = np.unravel_index(int(np.argmax(score_map)), score_map.shape)
+    rows, cols = public_hit_window(box, image_wh, **kwargs)
+    return int(row) in rows and int(col) in cols
+
+
 @METRICS.register_module()
 class PointInBox(ScoreMapMetric):
     """Point-in-Box accuracy of patch-score maps.
@@ -56,10 +118,23 @@ class PointInBox(ScoreMapMetric):
     ('gt_bboxes',))`` after ``mmlocat.RescaleBoxes`` and ``CenterCrop``).
     With several boxes an image is a hit if the argmax cell overlaps any.
 
+    With ``protocol='public'`` the metric applies the public script's rule
+    (:func:`public_hit_window`) itself: it reads the *unmapped* annotation
+    boxes (``box_key``, by default ``'ori_gt_bboxes'``, kept by
+    ``mmlocat.KeepOriginalBoxes`` before any resize, from a dataset with
+    ``one_based=False``) and the original image size (``ori_shape``), and,
+    as the script, uses the first box only. The score map must be the
+    ``crop_size / patch_size`` square grid.
+
     Args:
         patch_size: Side of one score-map cell in input pixels.
         score_key: Data-sample field with the score map.
-        box_key: Data-sample field with the boxes.
+        box_key: Data-sample field with the boxes; None: ``'gt_bboxes'``
+            ('exact') or ``'ori_gt_bboxes'`` ('public').
+        protocol: ``'exact'`` (any positive-area overlap with the mapped
+            boxes) or ``'public'`` (``evaluate_patch_hit.py``).
+        resize: Short side of the public protocol's resize.
+        crop_size: Side of the public protocol's centre crop.
         collect_device: Device used to gather results across ranks.
         prefix: Metric name prefix, ``'pib'`` if None.
         collect_dir: Folder for CPU collection across ranks.
@@ -69,6 +144,36 @@ class PointInBox(ScoreMapMetric):
     """
     default_prefix: Optional[str] = 'pib'
 
+    def __init__(self,
+                 patch_size: int = 16,
+                 score_key: str = 'patch_score',
+                 box_key: Optional[str] = None,
+                 protocol: str = 'exact',
+                 resize: int = 256,
+                 crop_size: int = 224,
+                 collect_device: str = 'cpu',
+                 prefix: Optional[str] = None,
+                 collect_dir: Optional[str] = None) -> None:
+        if protocol not in PIB_PROTOCOLS:
+            raise ValueError(f'protocol must be one of {PIB_PROTOCOLS}, got '
+                             f'{protocol!r}')
+        if box_key is None:
+            box_key = 'ori_gt_bboxes' if protocol == 'public' else 'gt_bboxes'
+        super().__init__(
+            patch_size=patch_size,
+            score_key=score_key,
+            box_key=box_key,
+            collect_device=collect_device,
+            prefix=prefix,
+            collect_dir=collect_dir)
+        if protocol == 'public' and not 0 < crop_size <= resize:
+            raise ValueError('the public protocol needs 0 < crop_size <= '
+                             f'resize, got crop_size={crop_size}, '
+                             f'resize={resize}')
+        self.protocol = protocol
+        self.resize = int(resize)
+        self.crop_size = int(crop_size)
+
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         """Score each image: 1 if its argmax cell is in a box, else 0."""
         for sample in data_samples:
@@ -77,10 +182,33 @@ class PointInBox(ScoreMapMetric):
                 self.score_key)
             boxes = to_boxes(
                 get_field(sample, self.box_key, 'PointInBox'), self.box_key)
-            check_score_grid(score.shape, sample.get('img_shape'),
-                             self.patch_size)
-            self.results.append(
-                dict(hit=point_in_box(score, boxes, self.patch_size)))
+            if self.protocol == 'public':
+                hit = self._public_hit(score, boxes, sample)
+            else:
+                check_score_grid(score.shape, sample.get('img_shape'),
+                                 self.patch_size)
+                hit = point_in_box(score, boxes, self.patch_size)
+            self.results.append(dict(hit=hit))
+
+    def _public_hit(self, score: np.ndarray, boxes: np.ndarray,
+                    sample: dict) -> bool:
+        side = self.crop_size // self.patch_size
+        if score.shape != (side, side):
+            raise ValueError(
+                f'the public PiB protocol needs a {side}x{side} score map '
+                f'(crop_size={self.crop_size}, patch_size={self.patch_size})'
+                f', got {score.shape}')
+        ori_shape = get_field(sample, 'ori_shape', 'PointInBox')
+        if len(boxes) == 0:
+            raise ValueError(f'{self.box_key} is empty; the public protocol '
+                             'scores the first box of each image')
+        height, width = (int(v) for v in ori_shape[:2])
+        return public_point_in_box(
+            score,
+            boxes[0], (width, height),
+            resize=self.resize,
+            crop_size=self.crop_size,
+            patch_size=self.patch_size)
 
     def compute_metrics(self, results: List[dict]) -> dict:
         """Fraction of hits over all processed images."""

@@ -20,6 +20,8 @@ from mmlocat.registry import MODELS
 from mmlocat.utils.checkpoint_io import (load_state_dict_reported,
                                          read_state_dict)
 from ..layers import LazyStrikePool, patch_score
+from .pos_embed import dino_resample_pos_embed
+from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
 
@@ -46,6 +48,16 @@ class LaStViT(VisionTransformer):
         topk_ratio: Fraction of the patches kept instead of ``topk``.
         lazy_strike_score: ``'code'`` (released weights) or ``'paper'``.
         lazy_strike_window: ``'code'`` (released weights) or ``'centered'``.
+        score_query: Token the patch scores of :meth:`forward_with_scores`
+            are the cosine with: ``'global'`` (the global token, default)
+            or ``'cls'`` (the CLS output, what the public
+            ``evaluate_patch_hit.py`` uses for every checkpoint).
+        pos_embed_resample: Position embedding at other input sizes:
+            ``'host'`` (mmpretrain's size-based bicubic resize) or
+            ``'dino'`` (DINO's ``interpolate_pos_encoding``: scale factor
+            with the +0.1 offset, see
+            :func:`~mmlocat.models.backbones.pos_embed.dino_resample_pos_embed`),
+            for DINO weights at full resolution (CorLoc).
         frozen: Freeze every parameter and keep the module in eval mode
             (e.g. the frozen CLIP backbone of F-ViT).
         pretrained: Checkpoint path injected by mmseg's segmentors; turned
@@ -59,6 +71,8 @@ class LaStViT(VisionTransformer):
         **kwargs: Other arguments of the parent ``VisionTransformer``.
     """
     POOLINGS = ('lazy_strike', 'cls')
+    SCORE_QUERIES = ('global', 'cls')
+    POS_EMBED_RESAMPLES = ('host', 'dino')
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -67,6 +81,8 @@ class LaStViT(VisionTransformer):
                  topk_ratio: Optional[float] = None,
                  lazy_strike_score: str = 'code',
                  lazy_strike_window: str = 'code',
+                 score_query: str = 'global',
+                 pos_embed_resample: str = 'host',
                  frozen: bool = False,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[dict] = None,
@@ -74,6 +90,13 @@ class LaStViT(VisionTransformer):
         if pooling not in self.POOLINGS:
             raise ValueError(
                 f'pooling must be one of {self.POOLINGS}, got {pooling!r}')
+        if score_query not in self.SCORE_QUERIES:
+            raise ValueError(f'score_query must be one of '
+                             f'{self.SCORE_QUERIES}, got {score_query!r}')
+        if pos_embed_resample not in self.POS_EMBED_RESAMPLES:
+            raise ValueError(
+                f'pos_embed_resample must be one of '
+                f'{self.POS_EMBED_RESAMPLES}, got {pos_embed_resample!r}')
         if pretrained is not None:
             if init_cfg is not None:
                 raise ValueError('give either pretrained or init_cfg, not '
@@ -84,6 +107,8 @@ class LaStViT(VisionTransformer):
             kwargs['out_indices'] = list(kwargs['out_indices'])
         super().__init__(arch=arch, init_cfg=init_cfg, **kwargs)
         self.pooling = pooling
+        self.score_query = score_query
+        self.pos_embed_resample = pos_embed_resample
         self.lazy_strike = LazyStrikePool(
             topk=topk,
             topk_ratio=topk_ratio,
@@ -99,7 +124,12 @@ class LaStViT(VisionTransformer):
             self.eval()
 
     def init_weights(self) -> None:
-        """Random init, or strict loading of a ``Pretrained`` checkpoint."""
+        """Random init, strict loading of a ``Pretrained`` checkpoint, or
+        torchvision's scheme (the public code's) with
+        ``init_cfg=dict(type='mmlocat.TorchvisionViTInit')`` (see
+        :mod:`~mmlocat.models.backbones.vit_init`)."""
+        if init_weights_with_scheme(self, super().init_weights):
+            return
         cfg = self.init_cfg
         if not (isinstance(cfg, dict) and cfg.get('type') == 'Pretrained'):
             super().init_weights()
@@ -156,12 +186,7 @@ class LaStViT(VisionTransformer):
         x, hw = self.patch_embed(x)
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(batch, -1, -1), x), dim=1)
-        x = x + resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            hw,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
+        x = x + self._pos_embed_for(tuple(hw))
         x = self.pre_norm(self.drop_after_pos(x))
         kept = []
         for i, layer in enumerate(self.layers):
@@ -171,6 +196,19 @@ class LaStViT(VisionTransformer):
             if i in indices:
                 kept.append(x)
         return kept, hw
+
+    def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
+        """The position embedding resampled to the patch grid ``hw``."""
+        if self.pos_embed_resample == 'dino':
+            return dino_resample_pos_embed(self.pos_embed,
+                                           self.patch_resolution, hw,
+                                           self.num_extra_tokens)
+        return resize_pos_embed(
+            self.pos_embed,
+            self.patch_resolution,
+            hw,
+            mode=self.interpolate_mode,
+            num_extra_tokens=self.num_extra_tokens)
 
     def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
         """Return one output per ``out_indices`` entry, as the parent."""
@@ -203,20 +241,19 @@ class LaStViT(VisionTransformer):
             A dict with ``global_token`` ``(B, C)`` (the pooled final-norm
             token, before any output projection), ``patch_score``
             ``(B, 1, h, w)`` (cosine of each final-norm patch token with the
-            global token), ``vote_map`` ``(B, 1, h, w)`` (LazyStrike votes,
+            global token, or the CLS output with ``score_query='cls'``),
+            ``vote_map`` ``(B, 1, h, w)`` (LazyStrike votes,
             computed also for ``pooling='cls'`` to compare) and ``featmap``
             ``(B, C, h, w)`` (final-norm patch tokens).
         """
         (tokens, ), hw = self._encode(x, [len(self.layers) - 1])
         patches = tokens[:, self.num_extra_tokens:]
         result = self.lazy_strike(patches)
-        if self.pooling == 'cls':
-            query = tokens[:, 0]
-        else:
-            query = result.pooled
+        pooled = tokens[:, 0] if self.pooling == 'cls' else result.pooled
+        query = tokens[:, 0] if self.score_query == 'cls' else pooled
         batch, _, channels = patches.shape
         return dict(
-            global_token=query,
+            global_token=pooled,
             patch_score=patch_score(patches, query).reshape(batch, 1, *hw),
             vote_map=result.votes.reshape(batch, 1, *hw),
             featmap=patches.reshape(batch, *hw, channels).permute(0, 3, 1, 2))

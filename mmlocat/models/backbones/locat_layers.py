@@ -33,6 +33,12 @@ class GAugAttention(BaseModule):
             :class:`~mmlocat.models.layers.GaussianAugment`).
         gaug_impl: GAug kernel: 'auto', 'dense' (reference), 'chunked' or
             'flex' (see :func:`~mmlocat.models.layers.gaug_attention`).
+        gaug_precision: 'fp32' (default) or 'public' (the bias arithmetic
+            in the autocast dtype, as the public code; runs the dense
+            kernel).
+        gaug_fast: The public code's opt-in approximate fast GAug (see
+            :class:`~mmlocat.models.layers.GaussianAugment`); runs the dense
+            kernel while active.
         attn_drop: Dropout on the attention weights.
         proj_drop: Dropout after the output projection.
         drop_path_rate: Stochastic depth of the attention branch.
@@ -48,6 +54,8 @@ class GAugAttention(BaseModule):
                  gaug: bool = True,
                  gaug_clamp: bool = True,
                  gaug_impl: str = 'auto',
+                 gaug_precision: str = 'fp32',
+                 gaug_fast: bool = False,
                  attn_drop: float = 0.,
                  proj_drop: float = 0.,
                  drop_path_rate: float = 0.,
@@ -63,6 +71,11 @@ class GAugAttention(BaseModule):
         if gaug_impl not in GAUG_IMPLS:
             raise ValueError(f'gaug_impl must be one of {GAUG_IMPLS}, got '
                              f'{gaug_impl!r}')
+        if gaug_impl in ('chunked', 'flex') and (gaug_precision == 'public'
+                                                 or gaug_fast):
+            raise ValueError(
+                f"gaug_precision='public' and gaug_fast need the dense GAug "
+                f"kernel; got gaug_impl={gaug_impl!r} (use 'auto' or 'dense')")
         self.gaug_impl = gaug_impl
         self.attn_drop = attn_drop
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
@@ -74,7 +87,9 @@ class GAugAttention(BaseModule):
             self.head_dims,
             grid_size,
             num_prefix_tokens=num_prefix_tokens,
-            clamp=gaug_clamp) if gaug else None
+            clamp=gaug_clamp,
+            precision=gaug_precision,
+            fast=gaug_fast) if gaug else None
 
     def forward(self, x: torch.Tensor, hw: Sequence[int]) -> torch.Tensor:
         """Attend over tokens (B, N, C) laid out on the patch grid ``hw``."""
@@ -82,8 +97,10 @@ class GAugAttention(BaseModule):
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dims)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         drop = self.attn_drop if self.training else 0.
-        x = gaug_attention(
-            q, k, v, self.gaug, hw, attn_drop_p=drop, impl=self.gaug_impl)
+        impl = self.gaug_impl
+        if self.gaug is not None and self.gaug.needs_dense:
+            impl = 'dense'
+        x = gaug_attention(q, k, v, self.gaug, hw, attn_drop_p=drop, impl=impl)
         x = x.transpose(1, 2).reshape(b, n, c)
         x = self.proj_drop(self.proj(x))
         return self.out_drop(x)
@@ -101,6 +118,8 @@ class LocAtEncoderLayer(BaseModule):
         gaug: Add the GAug bias.
         gaug_clamp: Clamp the GAug distance terms.
         gaug_impl: GAug kernel ('auto', 'dense', 'chunked', 'flex').
+        gaug_precision: GAug arithmetic, 'fp32' or 'public'.
+        gaug_fast: The public code's opt-in fast GAug.
         drop_rate: Dropout after the projections / in the MLP.
         attn_drop_rate: Dropout on the attention weights.
         drop_path_rate: Stochastic depth rate.
@@ -119,6 +138,8 @@ class LocAtEncoderLayer(BaseModule):
                  gaug: bool = True,
                  gaug_clamp: bool = True,
                  gaug_impl: str = 'auto',
+                 gaug_precision: str = 'fp32',
+                 gaug_fast: bool = False,
                  drop_rate: float = 0.,
                  attn_drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
@@ -137,6 +158,8 @@ class LocAtEncoderLayer(BaseModule):
             gaug=gaug,
             gaug_clamp=gaug_clamp,
             gaug_impl=gaug_impl,
+            gaug_precision=gaug_precision,
+            gaug_fast=gaug_fast,
             attn_drop=attn_drop_rate,
             proj_drop=drop_rate,
             drop_path_rate=drop_path_rate,

@@ -20,6 +20,7 @@ from torch import nn
 from mmlocat.registry import MODELS
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer
+from .vit_init import init_weights_with_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
 
@@ -102,6 +103,12 @@ class LocAtViT(VisionTransformer):
             for the device and grad mode), 'dense' (the reference, full
             N x N bias), 'chunked' (query blocks, O(block * N) memory) or
             'flex' (FlexAttention; no backward on CPU).
+        gaug_precision: GAug's bias arithmetic under autocast: 'fp32'
+            (default; stable) or 'public' (in the autocast dtype, e.g. fp16,
+            as the public code trained its checkpoints; dense kernel).
+        gaug_fast: The public code's approximate fast GAug (2x2-pooled
+            queries in training when the training grid has >= 32 rows);
+            opt-in, off by default; dense kernel while active.
         num_register_tokens: Register tokens after the CLS token.
         use_pos_embed: Learned absolute position embedding (``False`` is the
             paper's no-position-embedding ablation).
@@ -165,6 +172,8 @@ class LocAtViT(VisionTransformer):
                  prr: bool = True,
                  gaug_clamp: bool = True,
                  gaug_impl: str = 'auto',
+                 gaug_precision: str = 'fp32',
+                 gaug_fast: bool = False,
                  num_register_tokens: int = 0,
                  use_pos_embed: bool = True,
                  drop_rate: float = 0.,
@@ -250,6 +259,8 @@ class LocAtViT(VisionTransformer):
                 gaug=gaug,
                 gaug_clamp=gaug_clamp,
                 gaug_impl=gaug_impl,
+                gaug_precision=gaug_precision,
+                gaug_fast=gaug_fast,
                 drop_rate=drop_rate,
                 attn_drop_rate=attn_drop_rate,
                 drop_path_rate=float(dpr[i]),
@@ -265,6 +276,11 @@ class LocAtViT(VisionTransformer):
             self._freeze_stages()
 
     def init_weights(self) -> None:
+        """Host (mmpretrain) initialisation, a ``Pretrained`` load, or the
+        public code's scheme with ``init_cfg=dict(type='mmlocat.TimmViTInit')``
+        (see :mod:`~mmlocat.models.backbones.vit_init`)."""
+        if init_weights_with_scheme(self, super().init_weights):
+            return
         super().init_weights()
         pretrained = (
             isinstance(self.init_cfg, dict)

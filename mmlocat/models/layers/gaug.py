@@ -28,8 +28,16 @@ from .gaug_kernels import GAUG_IMPLS, gaug_attention, resolve_gaug_impl
 
 __all__ = [
     'GaussianAugment', 'gaug_attention', 'gaug_eps', 'gaug_clamp_value',
-    'resolve_gaug_impl', 'GAUG_IMPLS'
+    'resolve_gaug_impl', 'GAUG_IMPLS', 'GAUG_PRECISIONS'
 ]
+
+# 'fp32': variance, amplitude, division and exp in float32 under autocast
+# (stable); 'public': in the autocast dtype, as the public code computes
+# them (its ``autocast(enabled=False)`` blocks do not upcast fp16 inputs).
+GAUG_PRECISIONS = ('fp32', 'public')
+# The public code's fast GAug: 2x2-pooled queries in training from this
+# training-grid height on.
+_FAST_MIN_GRID = 32
 
 Factors = Tuple[torch.Tensor, torch.Tensor]
 # Smallest kept factor of the separable bias: 2^-63 * 2^-63 is float32's
@@ -114,6 +122,18 @@ def _flushed_exp(exponent: torch.Tensor,
     return F.threshold(out, _TINY, 0., inplace=True)
 
 
+def _expand_blocks(bias: torch.Tensor, small_hw: Tuple[int, int],
+                   rate: int) -> torch.Tensor:
+    """(..., h*w, h*w) on the pooled grid -> (..., H*W, H*W), each value
+    repeated over a ``rate x rate`` block of queries and of keys."""
+    lead = bias.shape[:-2]
+    bias = bias.reshape(*lead, *small_hw, *small_hw)
+    for dim in range(-4, 0):
+        bias = bias.repeat_interleave(rate, dim=dim)
+    side = small_hw[0] * small_hw[1] * rate * rate
+    return bias.reshape(*lead, side, side)
+
+
 class GaussianAugment(nn.Module):
     """Predicts the Gaussian attention bias of one block.
 
@@ -125,14 +145,29 @@ class GaussianAugment(nn.Module):
         num_prefix_tokens: Tokens before the patches (CLS + registers).
         clamp: Clamp each per-axis term at :func:`gaug_clamp_value`. Turn it
             off for attention visualisation.
+        precision: ``'fp32'`` (default: the bias arithmetic in float32 even
+            under fp16 autocast) or ``'public'`` (in the dtype of the query,
+            i.e. fp16 under fp16 AMP, as the public code trained its
+            checkpoints; needs the dense kernel).
+        fast: The public code's approximate "fast GAug", opt-in: when the
+            training grid has >= 32 rows, in training mode only, the
+            variance and amplitude come from 2x2 average-pooled queries and
+            the Gaussian is evaluated on the even rows / columns, each value
+            shared by a 2x2 block of queries and of keys. Off by default
+            (none of the published models used it); needs the dense kernel.
     """
 
     def __init__(self,
                  head_dims: int,
                  grid_size: Sequence[int],
                  num_prefix_tokens: int = 1,
-                 clamp: bool = True) -> None:
+                 clamp: bool = True,
+                 precision: str = 'fp32',
+                 fast: bool = False) -> None:
         super().__init__()
+        if precision not in GAUG_PRECISIONS:
+            raise ValueError(f'gaug precision must be one of '
+                             f'{GAUG_PRECISIONS}, got {precision!r}')
         grid_size = tuple(int(s) for s in grid_size)
         if len(grid_size) != 2 or min(grid_size) < 1:
             raise ValueError(f'grid_size must be (H0, W0) with positive '
@@ -144,6 +179,8 @@ class GaussianAugment(nn.Module):
         self.grid_size = grid_size
         self.num_prefix_tokens = num_prefix_tokens
         self.clamp = clamp
+        self.precision = precision
+        self.fast = fast
         self.cap = float(max(grid_size)**2)
         # The shift makes f(0) = 1; the public code uses no shift for c <= 2.
         self.shift = math.log(self.cap - 1) if self.cap > 2 else 0.
@@ -162,7 +199,21 @@ class GaussianAugment(nn.Module):
     def extra_repr(self) -> str:
         return (f'head_dims={self.head_dims}, grid_size={self.grid_size}, '
                 f'num_prefix_tokens={self.num_prefix_tokens}, '
-                f'clamp={self.clamp}, eps={self.eps}')
+                f'clamp={self.clamp}, eps={self.eps}, '
+                f'precision={self.precision!r}, fast={self.fast}')
+
+    @property
+    def needs_dense(self) -> bool:
+        """Whether only the dense kernel computes this bias as configured
+        (the public precision or an active fast GAug)."""
+        return self.precision == 'public' or self._fast_active()
+
+    def _fast_active(self) -> bool:
+        return (self.fast and self.training
+                and self.grid_size[0] >= _FAST_MIN_GRID)
+
+    def _dtype_for(self, z: torch.Tensor) -> torch.dtype:
+        return z.dtype if self.precision == 'public' else torch.float32
 
     def _check(self, q: torch.Tensor, hw: Sequence[int]) -> Tuple[int, int]:
         if q.dim() != 4 or q.shape[-1] != self.head_dims:
@@ -179,7 +230,8 @@ class GaussianAugment(nn.Module):
     def variance_and_alpha(
             self, q_patch: torch.Tensor,
             hw: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Per-query variance (2 axes) and amplitude, in float32.
+        """Per-query variance (2 axes) and amplitude, in float32 (in the
+        query's dtype with ``precision='public'``).
 
         Args:
             q_patch: Raw queries of the patch tokens, (B, heads, H*W, d).
@@ -191,12 +243,13 @@ class GaussianAugment(nn.Module):
         """
         z_var = self.log_var(q_patch)
         z_alpha = self.log_alpha(q_patch)
+        dtype = self._dtype_for(z_var)
         with torch.autocast(device_type=q_patch.device.type, enabled=False):
-            var = self.cap * torch.sigmoid(z_var.float() - self.shift)
+            var = self.cap * torch.sigmoid(z_var.to(dtype) - self.shift)
             if tuple(hw) != self.grid_size:
                 # Other grids rescale the Gaussian linearly in the side.
                 var = var * (min(hw) / min(self.grid_size))
-            alpha = F.softplus(z_alpha.float())
+            alpha = F.softplus(z_alpha.to(dtype))
         return var, alpha
 
     def compute_bias(self, q: torch.Tensor, hw: Sequence[int]) -> torch.Tensor:
@@ -213,21 +266,34 @@ class GaussianAugment(nn.Module):
         """
         h, w = self._check(q, hw)
         num_prefix = self.num_prefix_tokens
-        var, alpha = self.variance_and_alpha(q[:, :, num_prefix:], (h, w))
+        q_patch = q[:, :, num_prefix:]
+        rate = 2 if self._fast_active() else 1
+        if rate > 1:
+            if h % rate or w % rate:
+                raise ValueError(f'the fast GAug pools 2x2 queries and needs '
+                                 f'an even patch grid, got {h}x{w}')
+            b, heads, _, d = q_patch.shape
+            q_patch = q_patch.reshape(b, heads, h // 2, 2, w // 2, 2,
+                                      d).mean(dim=(3, 5)).flatten(2, 3)
+        var, alpha = self.variance_and_alpha(q_patch, (h, w))
         clamp_value = self.clamp_value()
-        rows = _axis_terms(h, clamp_value, q.device)
-        cols = _axis_terms(w, clamp_value, q.device)
+        # The fast GAug evaluates queries and keys at even coordinates.
+        rows = _axis_terms(h, clamp_value, q.device)[::rate, ::rate]
+        cols = _axis_terms(w, clamp_value, q.device)[::rate, ::rate]
         # Query p sits at (p // w, p % w) in raster order.
-        row_of = torch.arange(h, device=q.device).repeat_interleave(w)
-        col_of = torch.arange(w, device=q.device).repeat(h)
+        row_of = torch.arange(
+            h // rate, device=q.device).repeat_interleave(w // rate)
+        col_of = torch.arange(w // rate, device=q.device).repeat(h // rate)
         with torch.autocast(device_type=q.device.type, enabled=False):
             # The exponent is separable: (rows term) + (cols term), so the
             # (H*W)^2 x 2 offset table is never materialised.
-            row_exp = rows[row_of] / (var[..., 0:1] + self.eps)
-            col_exp = cols[col_of] / (var[..., 1:2] + self.eps)
+            row_exp = rows[row_of].to(var.dtype) / (var[..., 0:1] + self.eps)
+            col_exp = cols[col_of].to(var.dtype) / (var[..., 1:2] + self.eps)
             exponent = row_exp[..., :, None] + col_exp[..., None, :]
             gauss = torch.exp(exponent.flatten(-2))
             bias = alpha * gauss
+        if rate > 1:
+            bias = _expand_blocks(bias, (h // rate, w // rate), rate)
         if num_prefix:
             bias = F.pad(bias, (num_prefix, 0, num_prefix, 0))
         return bias.to(q.dtype)
