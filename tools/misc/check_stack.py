@@ -85,4 +85,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (ImportError, RuntimeError) as err:
+        sys.exit(f'check_stack: FAILED: {err}')
