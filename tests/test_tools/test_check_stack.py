@@ -12,23 +12,23 @@ def _cuda_ops() -> bool:
     return get_compiling_cuda_version() != 'not available'
 
 
-def test_check_stack_runs_the_ops(subprocess_env):
-    proc = subprocess.run([sys.executable, SCRIPT, '--no-cuda'],
+def _check_stack(flag: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, flag],
                           capture_output=True,
                           text=True,
-                          env=subprocess_env,
+                          env=env,
                           timeout=300)
+
+
+def test_check_stack_runs_the_ops(subprocess_env):
+    proc = _check_stack('--no-cuda', subprocess_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'stack OK: torch ' in proc.stdout
     assert 'mmcv.ops nms and RoIAlign ran on cpu' in proc.stdout
 
 
 def test_expect_cuda_names_missing_cuda_ops(subprocess_env):
-    proc = subprocess.run([sys.executable, SCRIPT, '--expect-cuda'],
-                          capture_output=True,
-                          text=True,
-                          env=subprocess_env,
-                          timeout=300)
+    proc = _check_stack('--expect-cuda', subprocess_env)
     if _cuda_ops():  # a CUDA build of mmcv: the check passes
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert 'mmcv ops CUDA' in proc.stdout

@@ -296,30 +296,33 @@ def _train(user_env, package: str, config_text: str, name: str) -> str:
     return log
 
 
-@pytest.mark.timeout(300)
-def test_mmseg_shipped_train_script_with_locatvit(user_env):
-    data = generate(
-        'ade20k',
-        osp.join(user_env.root, 'data'),
+def _data(user_env, kind: str, img_size) -> dict:
+    return generate(
+        kind,
+        osp.join(user_env.root, kind),
         num_train=4,
         num_val=2,
-        img_size=(64, 64))
+        img_size=img_size)
+
+
+def _check_log(log: str, backbone: str) -> None:
+    assert f"type='{backbone}'" in log  # the config the host logged
+    assert re.search(r'Iter\(train\) \[2/2\]', log), log[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_mmseg_shipped_train_script_with_locatvit(user_env):
+    data = _data(user_env, 'ade20k', (64, 64))
     log = _train(user_env, 'mmseg',
                  SEG_CONFIG.format(arch=TINY_ARCH, root=data['data_root']),
                  'upernet_locat-tiny_user')
-    assert "type='mmlocat.LocAtViT'" in log
-    assert re.search(r'Iter\(train\) \[2/2\]', log), log[-3000:]
+    _check_log(log, 'mmlocat.LocAtViT')
     assert re.search(r'mIoU: [0-9.]+', log), log[-3000:]
 
 
 @pytest.mark.timeout(300)
 def test_mmdet_shipped_train_script_with_lastvit(user_env):
-    data = generate(
-        'coco',
-        osp.join(user_env.root, 'coco'),
-        num_train=4,
-        num_val=2,
-        img_size=(64, 96))
+    data = _data(user_env, 'coco', (64, 96))
     text = DET_CONFIG.format(
         arch=TINY_ARCH,
         root=data['data_root'],
@@ -328,7 +331,6 @@ def test_mmdet_shipped_train_script_with_lastvit(user_env):
         val_ann=data['val_ann_file'],
         val_img=data['val_img_dir'])
     log = _train(user_env, 'mmdet', text, 'mask-rcnn_last-tiny_user')
-    assert "type='mmlocat.LaStViT'" in log
-    assert re.search(r'Iter\(train\) \[2/2\]', log), log[-3000:]
+    _check_log(log, 'mmlocat.LaStViT')
     assert re.search(r'coco/bbox_mAP: [0-9.-]+', log), log[-3000:]
     assert re.search(r'coco/segm_mAP: [0-9.-]+', log), log[-3000:]
