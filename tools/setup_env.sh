@@ -189,7 +189,7 @@ else
     fi
     if ! compgen -G "$WHEEL_DIR/$WHEEL_GLOB" >/dev/null; then
         say "compile mmcv $MMCV_VERSION with $OPS ops (first set-up only, \
-~6 min on 2 cores for CPU ops)" "the compiler's message is above; \
+6-9 min on 2 cores for CPU ops)" "the compiler's message is above; \
 MMLOCAT_MMCV=cpu skips the CUDA ops"
         for tool in gcc g++; do
             command -v "$tool" >/dev/null 2>&1 ||
