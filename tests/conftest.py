@@ -19,6 +19,9 @@ def subprocess_env() -> dict:
     env['PATH'] = osp.dirname(sys.executable) + os.pathsep + env['PATH']
     env['PYTHONPATH'] = REPO_ROOT + os.pathsep + env.get('PYTHONPATH', '')
     env.setdefault('OMP_NUM_THREADS', '1')
+    # tools skip yapf-formatting the config text they log and dump
+    # (mmlocat.utils.launch.load_config); export 1 to keep it
+    env.setdefault('MMLOCAT_FORMAT_CONFIG', '0')
     env['MKL_NUM_THREADS'] = env['OMP_NUM_THREADS']
     return env
 

@@ -15,7 +15,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
-from mmlocat.utils.launch import setup_cpu_distributed
+from mmlocat.utils.launch import load_config, setup_cpu_distributed
 
 
 def parse_args() -> argparse.Namespace:
@@ -75,7 +75,7 @@ def main() -> None:
     for path in (args.config, args.checkpoint):
         if not osp.isfile(path):
             raise FileNotFoundError(f'file not found: {path}')
-    cfg = Config.fromfile(args.config)
+    cfg = load_config(args.config)
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)

@@ -7,12 +7,12 @@ import argparse
 import os
 import os.path as osp
 
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
-from mmlocat.utils.launch import enable_amp, setup_cpu_distributed
+from mmlocat.utils.launch import enable_amp, load_config, setup_cpu_distributed
 
 
 def parse_args() -> argparse.Namespace:
@@ -49,7 +49,7 @@ def main() -> None:
     args = parse_args()
     if not osp.isfile(args.config):
         raise FileNotFoundError(f'config file not found: {args.config}')
-    cfg = Config.fromfile(args.config)
+    cfg = load_config(args.config)
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)
