@@ -29,6 +29,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 from .gaug_blocks import (DEFAULT_BLOCK_ELEMENTS, GaussFn, forward_blocks,
@@ -55,6 +56,7 @@ class _ChunkedGAugFunction(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable  # the recomputed backward is not differentiable
     def backward(ctx, grad_out):
         with torch.autocast(grad_out.device.type, enabled=False):
             grads = _backward_blocks(ctx, grad_out)
