@@ -74,6 +74,10 @@ def parse_args() -> argparse.Namespace:
         help='the GAug kernel of the "fast" column')
     parser.add_argument(
         '--amp', action='store_true', help='autocast (fp16 CUDA, bf16 CPU)')
+    parser.add_argument(
+        '--skip-dense',
+        action='store_true',
+        help='leave out the dense-bias column (the slowest by far on CPU)')
     return parser.parse_args()
 
 
@@ -88,6 +92,9 @@ def row(args: argparse.Namespace, arch: str, mode: str,
     # machine hit all of them; the best round of each is kept.
     for _ in range(args.rounds):
         for best, (model, impl) in zip(results, MODELS):
+            if args.skip_dense and impl == 'dense':
+                best.update(ms=math.nan, peak_mb=math.nan)
+                continue
             job = dict(
                 model=model,
                 impl=impl or args.fast_impl,
