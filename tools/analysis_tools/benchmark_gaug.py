@@ -10,12 +10,13 @@ CUDA and the growth of the process's max resident set size on CPU (see
 kernel LocAtViT picks for the device and grad mode; the column ``impl``
 says which it was).
 
-Example (the CPU tables of issue 7; one thread and process CPU time, best
-of interleaved rounds, which is what stays stable on a shared machine)::
+Example (the README's "GAug cost" table; one thread and process CPU
+time, best of interleaved rounds, which is what stays stable on a shared
+machine)::
 
     OMP_NUM_THREADS=1 python tools/analysis_tools/benchmark_gaug.py \
-        --archs t b --sizes 224 512 1024 --train-sizes 224 512 \
-        --threads 1 --clock cpu --iters 3 --stat min --rounds 2
+        --archs t b --sizes 1024 --train-sizes 512 --threads 1 \
+        --clock cpu --iters 2 --stat min --rounds 2 --skip-dense
 """
 import argparse
 import math
