@@ -90,15 +90,16 @@ def test_compiled_flex_over_a_shape_sequence(fresh_compile_cache, warnings_log,
                                              monkeypatch):
     # The kernel's own budget governs, not dynamo's global recompile limit
     # (whose default, 8, would silently run eager flex beyond it).
-    monkeypatch.setattr(torch._dynamo.config, 'recompile_limit', 1)
-    for train_grid, hw, num_prefix, clamp in SEQUENCE:
-        gaug = random_gaug(train_grid, num_prefix, clamp)
-        q, k, v = random_qkv(gaug, hw)
-        with torch.no_grad():
-            ref = gaug_attention(q, k, v, gaug, hw, impl='dense')
-            out = gaug_attention(q, k, v, gaug, hw, impl='flex')
-        torch.testing.assert_close(
-            out, ref, **TOL, msg=f'{train_grid} {hw} {num_prefix}')
+    # (config.patch, not monkeypatch: its undo would delete the option)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for train_grid, hw, num_prefix, clamp in SEQUENCE:
+            gaug = random_gaug(train_grid, num_prefix, clamp)
+            q, k, v = random_qkv(gaug, hw)
+            with torch.no_grad():
+                ref = gaug_attention(q, k, v, gaug, hw, impl='dense')
+                out = gaug_attention(q, k, v, gaug, hw, impl='flex')
+            torch.testing.assert_close(
+                out, ref, **TOL, msg=f'{train_grid} {hw} {num_prefix}')
     assert compiled_entries() == EXPECTED_COMPILES
     assert gaug_flex.flex_compile_stats() == dict(
         compiled=EXPECTED_COMPILES, failed=0, budget=16)
