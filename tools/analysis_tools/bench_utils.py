@@ -17,10 +17,13 @@ measurement. Peak memory is
 A job is a dict: ``model`` ('vit': LocAtViT with ``gaug=False, prr=False``,
 the plain ViT twin; 'locat'), ``impl`` (the GAug kernel), ``mode`` ('infer':
 forward under ``torch.no_grad`` in eval mode; 'train': forward + backward
-in train mode), ``arch``, ``size``, ``batch``, ``iters``, ``warmup``,
-``device``, ``amp``, ``threads`` (0: torch's default) and ``clock``
-('wall' or 'cpu': process CPU time, which is robust to other processes
-sharing the cores; use it with one thread).
+in train mode), ``arch`` (an alias or an arch dict), ``size``, ``batch``,
+``iters``, ``warmup``, ``device``, ``amp``, ``amp_dtype`` ('fp16' or
+'bf16'; default fp16 on CUDA, bf16 on CPU), ``sdpa`` ('flash': the plain
+attention restricted to SDPA's flash kernel; default: SDPA's choice),
+``threads`` (0: torch's default) and ``clock`` ('wall' or 'cpu': process
+CPU time, which is robust to other processes sharing the cores; use it
+with one thread).
 """
 import json
 import os.path as osp
@@ -29,6 +32,8 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
+from functools import partial
 from typing import List
 
 __all__ = ['measure', 'run_job']
@@ -53,12 +58,18 @@ def run_job(job: dict) -> dict:
         gaug_impl=job.get('impl', 'auto')).to(device)
     model.train(train)
     x = torch.randn(job['batch'], 3, job['size'], job['size'], device=device)
-    amp_dtype = torch.float16 if device.type == 'cuda' else torch.bfloat16
+    amp_dtype = dict(
+        fp16=torch.float16, bf16=torch.bfloat16)[job.get(
+            'amp_dtype', 'fp16' if device.type == 'cuda' else 'bf16')]
+    kernels = nullcontext
+    if job.get('sdpa') == 'flash':
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        kernels = partial(sdpa_kernel, SDPBackend.FLASH_ATTENTION)
 
     def step() -> None:
         with torch.autocast(
                 device.type, dtype=amp_dtype, enabled=job['amp']), \
-                torch.set_grad_enabled(train):
+                torch.set_grad_enabled(train), kernels():
             out = model(x)[0]
         if train:
             out.float().pow(2).mean().backward()

@@ -29,6 +29,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 from .gaug_blocks import (DEFAULT_BLOCK_ELEMENTS, GaussFn, forward_blocks,
@@ -55,6 +56,7 @@ class _ChunkedGAugFunction(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable  # the recomputed backward is not differentiable
     def backward(ctx, grad_out):
         with torch.autocast(grad_out.device.type, enabled=False):
             grads = _backward_blocks(ctx, grad_out)
@@ -74,15 +76,21 @@ def _backward_blocks(ctx, grad_out):
                                     ctx.block_elements // 4 // (bh * n))
     # (B * heads)-batched float32 math: low-precision inputs are upcast
     # exactly, so the recomputed logits match the forward pass's.
+    # contiguous(): an expanded upstream gradient (``out.sum()``) would
+    # make every batched gemm below split into per-batch calls.
     q3, k3, v3, dout, out3 = (
-        t.reshape(bh, n, d).float() for t in (q, k, v, grad_out, out))
+        t.reshape(bh, n, d).float().contiguous()
+        for t in (q, k, v, grad_out, out))
     var3 = var.reshape(bh, num_patches, 2)
     alpha3 = alpha.reshape(bh, num_patches, 1)
     neg_lse = -lse.reshape(bh, n, 1)
-    neg_delta = -(dout * out3).sum(-1, keepdim=True)  # -rowsum(dO * O)
-    k_t, v_t = k3.transpose(1, 2), v3.transpose(1, 2)
+    delta = (dout * out3).sum(-1, keepdim=True)  # rowsum(dO * O)
+    # (d, N) layouts, contiguous: the batched gemms below then run as one
+    # MKL call each (with transposed views they can split into per-batch
+    # addmm calls, measured ~5x slower).
+    k_t, v_t = k3.transpose(1, 2).contiguous(), v3.transpose(1, 2)
     dq = torch.empty_like(q3)
-    dk, dv = torch.zeros_like(k3), torch.zeros_like(v3)
+    dk_t, dv = k3.new_zeros(bh, d, n), torch.zeros_like(v3)
     d_var, d_alpha = torch.empty_like(var3), torch.empty_like(alpha3)
     for start, end in query_blocks(n, num_prefix, queries):
         rows = end - start
@@ -105,12 +113,13 @@ def _backward_blocks(ctx, grad_out):
             probs = neg_lse[:, start:end].expand(bh, rows, n).clone()
         probs.baddbmm_(q_blk, k_t).exp_()
         dv.baddbmm_(probs.transpose(1, 2), do_blk)
-        # d_logits = probs * (dO v^T - rowsum(dO * O))
-        d_logits = torch.baddbmm(neg_delta[:, start:end], do_blk, v_t)
-        d_logits.mul_(probs)
+        # d_logits = probs * (dO v^T - rowsum(dO * O)); bmm, then in place
+        # (baddbmm would first expand the (rows, 1) term to a full copy).
+        d_logits = torch.bmm(do_blk, v_t)
+        d_logits.sub_(delta[:, start:end]).mul_(probs)
         del probs
         dq[:, start:end] = torch.bmm(d_logits, k3).mul_(scale)
-        dk.baddbmm_(d_logits.transpose(1, 2), q_blk)
+        dk_t.baddbmm_(q_blk.transpose(1, 2), d_logits)
         if patch:
             # d_logits is the bias gradient; the bias is the outer product
             # row_gauss[p, r] * col_gauss[p, c]: reduce over each axis, as
@@ -123,7 +132,9 @@ def _backward_blocks(ctx, grad_out):
             d_var[:, s:e], d_alpha[:, s:e] = torch.autograd.grad(
                 tables, (var_blk, alpha_blk),
                 (d_row.view_as(r_blk), d_col.view_as(c_blk)))
-    return (dq.view(b, h, n, d).to(q.dtype), dk.view(b, h, n, d).to(k.dtype),
+    dk = dk_t.transpose(1, 2)
+    return (dq.view(b, h, n, d).to(q.dtype), dk.reshape(b, h, n,
+                                                        d).to(k.dtype),
             dv.view(b, h, n,
                     d).to(v.dtype), d_var.view_as(var), d_alpha.view_as(alpha))
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .gaug_chunked import chunked_gaug_attention
-from .gaug_flex import flex_available, flex_gaug_attention
+from .gaug_flex import FlexFallback, flex_available, flex_gaug_attention
 
 if TYPE_CHECKING:
     from .gaug import GaussianAugment
@@ -31,7 +31,9 @@ def resolve_gaug_impl(impl: str,
     ``'auto'`` (measured with ``tools/analysis_tools/benchmark_gaug.py``):
 
     * CUDA with Triton, no attention dropout: the compiled FlexAttention
-      kernel, in inference and training (fused, differentiable);
+      kernel, in inference and training (fused, differentiable; compiled
+      once per input shape, the chunked kernel for a shape whose compile
+      fails or beyond the compile budget, see :mod:`.gaug_flex`);
     * CPU, inference: the chunked kernel. It is faster than the dense bias
       at every size measured (224 to 1024, ViT-T/B). FlexAttention is not:
       uncompiled it materialises the scores (~15x slower), compiled it
@@ -84,8 +86,10 @@ def gaug_attention(q: torch.Tensor,
       SDPA mask;
     * ``'chunked'``: exact, query blocks, O(block * N) memory in inference
       and training (:func:`~.gaug_chunked.chunked_gaug_attention`);
-    * ``'flex'``: FlexAttention with the bias in ``score_mod``
-      (:func:`~.gaug_flex.flex_gaug_attention`; no backward on CPU);
+    * ``'flex'``: FlexAttention with the bias in ``score_mod``, compiled
+      statically per shape (:func:`~.gaug_flex.flex_gaug_attention`; no
+      backward on CPU). A shape whose compilation fails, or beyond the
+      compile budget, logs one warning and runs ``'chunked'``;
     * ``'auto'``: see :func:`resolve_gaug_impl`.
 
     Args:
@@ -111,8 +115,11 @@ def gaug_attention(q: torch.Tensor,
     var, alpha = gaug(q, hw, return_factors=True)
     num_prefix = gaug.num_prefix_tokens
     if impl == 'flex':
-        return flex_gaug_attention(q, k, v, var, alpha, hw, gaug.eps,
-                                   gaug.clamp_value(), num_prefix)
+        try:
+            return flex_gaug_attention(q, k, v, var, alpha, hw, gaug.eps,
+                                       gaug.clamp_value(), num_prefix)
+        except FlexFallback:
+            pass  # warned once for this shape; the exact chunked kernel
     return chunked_gaug_attention(
         q,
         k,

@@ -15,6 +15,9 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor, nn
 
+from .finite import check_finite as _check_finite
+from .finite import should_check_finite
+
 __all__ = [
     'LazyStrikeOutput', 'lazy_strike_pool', 'LazyStrikePool',
     'channel_lowpass', 'lazy_strike_window', 'resolve_topk'
@@ -138,7 +141,8 @@ def lazy_strike_pool(x: Tensor,
                      topk_ratio: Optional[float] = None,
                      score: str = 'code',
                      window: str = 'code',
-                     eps: float = 1e-6) -> LazyStrikeOutput:
+                     eps: float = 1e-6,
+                     check_finite: Optional[bool] = None) -> LazyStrikeOutput:
     """Pool patch tokens into a global token with LazyStrike.
 
     Args:
@@ -153,6 +157,10 @@ def lazy_strike_pool(x: Tensor,
         window: ``'code'`` (default, off-by-one peak for even ``D``) or
             ``'centered'``; see :func:`lazy_strike_window`.
         eps: Denominator epsilon of the ``'paper'`` score.
+        check_finite: Raise on NaN / inf in the tokens or the pooled token
+            (one host sync; see :mod:`.finite`). ``None`` (default): only
+            with autograd off (inference); a training forward never syncs
+            the host and lets a non-finite value reach the loss.
 
     Returns:
         :class:`LazyStrikeOutput` with the pooled ``(B, D)`` token (same
@@ -175,8 +183,6 @@ def lazy_strike_pool(x: Tensor,
 
     with torch.no_grad():
         xf = x.detach().float()
-        if not bool(torch.isfinite(xf).all()):
-            raise ValueError('LazyStrike got NaN or inf in its input tokens')
         x_hat = channel_lowpass(xf, window)
         s = _stability_score(xf, x_hat, score, eps)
         index = s.topk(k, dim=1).indices  # (B, K, D)
@@ -188,6 +194,8 @@ def lazy_strike_pool(x: Tensor,
                 batch, k * channels, device=x.device, dtype=torch.float32))
 
     pooled = torch.gather(x, 1, index).float().mean(dim=1).to(x.dtype)
+    if should_check_finite(check_finite):
+        _check_finite('LazyStrike', dict(tokens=x), dict(pooled=pooled))
     return LazyStrikeOutput(pooled, votes)
 
 

@@ -6,28 +6,39 @@ https://arxiv.org/abs/2602.22394, ``spec/lastvit.md`` §2:
 LazyStrike token (or the CLS output of a plain ViT, GAP for CNNs). Pure
 torch: no OpenMMLab import.
 """
+from typing import Optional
+
 from torch import Tensor
+
+from .finite import check_finite as _check_finite
+from .finite import should_check_finite
 
 __all__ = ['patch_score']
 
 
 def patch_score(tokens: Tensor,
                 global_token: Tensor,
-                eps: float = 1e-6) -> Tensor:
+                eps: float = 1e-6,
+                check_finite: Optional[bool] = None) -> Tensor:
     """Cosine similarity of every patch token with the global token.
 
-    Computed in float32 (squared norms of half-precision 768-d tokens can
-    overflow) and returned in the dtype of ``tokens``. Each vector is divided
-    by ``max(norm, eps)``, so an all-zero token or global token scores 0
-    instead of NaN.
+    Computed and returned in float32, whatever the dtype of ``tokens``:
+    squared norms of half-precision 768-d tokens can overflow, and scores
+    rounded to bf16 (8 significant bits) tie, so an argmax over them would
+    pick by position. Each vector is divided by ``max(norm, eps)``, so an
+    all-zero token or global token scores 0 instead of NaN.
 
     Args:
         tokens: ``(B, N, D)`` patch tokens.
         global_token: ``(B, D)`` global token.
         eps: Lower bound of the norms.
+        check_finite: Raise on NaN / inf in the inputs or the scores (one
+            host sync; see :mod:`.finite`). ``None`` (default): only with
+            autograd off (inference); a training forward never syncs the
+            host.
 
     Returns:
-        ``(B, N)`` scores in ``[-1, 1]``.
+        ``(B, N)`` float32 scores in ``[-1, 1]``.
     """
     if not isinstance(tokens, Tensor) or tokens.dim() != 3:
         shape = tuple(tokens.shape) if isinstance(tokens,
@@ -49,6 +60,8 @@ def patch_score(tokens: Tensor,
     t = t / t.norm(dim=-1, keepdim=True).clamp_min(eps)
     q = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
     score = (t * q.unsqueeze(1)).sum(dim=-1)
-    if bool(score.isnan().any()):
-        raise ValueError('patch_score got NaN or inf in its inputs')
-    return score.to(tokens.dtype)
+    if should_check_finite(check_finite):
+        _check_finite('patch_score',
+                      dict(tokens=tokens, global_token=global_token),
+                      dict(score=score))
+    return score

@@ -144,3 +144,15 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match='do not fit'):
         chunked_gaug_attention(q, k, v, var, alpha[..., :0], fn, 2)
     assert math.isfinite(chunked(gaug, q, k, v, hw).sum().item())
+
+
+def test_double_backward_raises():
+    """The recomputing backward is not itself differentiable: asking for a
+    second derivative is a clear error, not a silently wrong gradient."""
+    gaug, (q, k, v) = make()
+    q.requires_grad_()
+    out = chunked(gaug, q, k, v, (5, 7))
+    (grad_q, ) = torch.autograd.grad(out.pow(2).sum(), q, create_graph=True)
+    assert torch.isfinite(grad_q).all() and grad_q.abs().sum() > 0
+    with pytest.raises(RuntimeError, match='differentiate twice'):
+        grad_q.sum().backward()

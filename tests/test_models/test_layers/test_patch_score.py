@@ -47,8 +47,20 @@ def test_half_precision_does_not_overflow():
     # squared norm 768 * 300^2 exceeds the fp16 range
     tokens = torch.full((1, 3, 768), 300.0, dtype=torch.float16)
     s = patch_score(tokens, torch.full((1, 768), 300.0, dtype=torch.float16))
-    assert s.dtype == torch.float16
-    torch.testing.assert_close(s.float(), torch.ones(1, 3), atol=1e-3, rtol=0)
+    assert s.dtype == torch.float32
+    torch.testing.assert_close(s, torch.ones(1, 3), atol=1e-3, rtol=0)
+
+
+def test_bf16_scores_are_float32_so_ties_do_not_decide():
+    # cos = 0.99228 and 0.99320 (patch 1 is the best): both round to
+    # 0.9921875 in bf16, where argmax would return patch 0.
+    tokens = torch.tensor([[[1., .125], [1., .1171875]]], dtype=torch.bfloat16)
+    q = torch.tensor([[1., 0.]], dtype=torch.bfloat16)
+    s = patch_score(tokens, q)
+    assert s.dtype == torch.float32
+    assert s[0, 0] < s[0, 1] and int(s.argmax()) == 1
+    rounded = s.to(torch.bfloat16)
+    assert rounded[0, 0] == rounded[0, 1]  # the tie that float32 avoids
 
 
 def test_gradients_flow():
@@ -70,5 +82,5 @@ def test_bad_inputs_raise():
         patch_score(torch.randn(2, 3, 4), torch.randn(1, 4))
     bad = torch.randn(1, 3, 4)
     bad[0, 0, 0] = float('nan')
-    with pytest.raises(ValueError, match='NaN'):
+    with torch.no_grad(), pytest.raises(ValueError, match='NaN'):
         patch_score(bad, torch.randn(1, 4))

@@ -1,0 +1,130 @@
+"""Non-finite policy of LazyStrike and the patch score: no host sync in a
+training forward (checked twice: no scalar read-back op is dispatched, and
+the whole training step runs on the data-less 'meta' device, where any read
+of a value -- ``item``, ``bool``, ``tolist``, ``numpy`` -- raises), and in
+inference one check with an error that says where the value came from."""
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mmlocat.models.backbones import LocAtViT
+from mmlocat.models.layers import lazy_strike_pool, patch_score
+from mmlocat.models.layers.finite import check_finite, should_check_finite
+
+# Ops that copy a value to the host (item / bool / float / `if tensor`) or
+# whose output shape depends on the data (a sync on CUDA).
+SYNC_OPS = ('_local_scalar_dense', 'nonzero', 'masked_select', 'unique',
+            'repeat_interleave.Tensor', 'equal', 'allclose')
+
+
+class SyncCounter(TorchDispatchMode):
+    """Records every dispatched op that syncs the host."""
+
+    def __init__(self):
+        super().__init__()
+        self.syncs = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func)
+        if any(op in name for op in SYNC_OPS):
+            self.syncs.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def lazy_and_score(tokens, **kwargs):
+    out = lazy_strike_pool(tokens, topk=2, **kwargs)
+    score = patch_score(tokens, out.pooled, **kwargs)
+    return out.pooled.float().sum() + score.sum()
+
+
+def test_counter_sees_host_syncs():
+    """The detector works: the eval-mode check is one sync, `bool()` one."""
+    x = torch.randn(2, 5, 6)
+    with SyncCounter() as counter:
+        bool(x.isnan().any())
+    assert counter.syncs == ['aten._local_scalar_dense.default']
+    with pytest.raises(NotImplementedError, match='meta'):
+        with torch.no_grad():
+            lazy_strike_pool(x.to('meta'))  # the inference check reads
+
+
+def test_training_forward_has_no_host_sync():
+    tokens = torch.randn(2, 7, 6, requires_grad=True)
+    with SyncCounter() as counter:
+        lazy_and_score(tokens).backward()
+    assert counter.syncs == []
+    assert tokens.grad is not None and tokens.grad.abs().sum() > 0
+    meta = torch.randn(2, 7, 6, device='meta', requires_grad=True)
+    lazy_and_score(meta).backward()  # would raise on any read of a value
+    assert meta.grad.shape == meta.shape
+
+
+def test_locatvit_train_step_has_no_host_sync():
+    """The GAug chunked kernel's forward and backward included."""
+    model = LocAtViT(
+        dict(
+            embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),
+        img_size=32,
+        out_type='cls_token').train()
+    x = torch.randn(2, 3, 48, 32)
+    with SyncCounter() as counter:
+        model(x)[0].pow(2).sum().backward()
+    assert counter.syncs == []
+
+
+def test_training_lets_non_finite_values_through():
+    """Left to the loss (the AMP loss scaler skips such a step)."""
+    tokens = torch.randn(2, 7, 6, requires_grad=True)
+    bad = tokens.detach().clone()
+    bad[0, 3, 1] = float('nan')
+    bad[1, 2, 4] = float('inf')
+    bad.requires_grad_()
+    loss = lazy_and_score(bad)
+    assert not torch.isfinite(loss)
+    loss.backward()  # no error either
+
+
+@pytest.mark.parametrize('value', [float('nan'), float('inf')])
+def test_inference_names_non_finite_input_tokens(value):
+    bad = torch.randn(2, 7, 6)
+    bad[1, 2, 4] = value
+    with torch.no_grad():
+        with pytest.raises(
+                ValueError,
+                match=r'LazyStrike got NaN or inf in its inputs '
+                r'\(tokens 1 of 84, pooled 1 of 12 values '
+                r'non-finite\): they were already non-finite'):
+            lazy_strike_pool(bad)
+        with pytest.raises(
+                ValueError,
+                match=r'patch_score got NaN or inf in its inputs '
+                r'\(tokens 1 of 84, score 1 of 14 values'):
+            patch_score(bad, torch.randn(2, 6))
+        with pytest.raises(
+                ValueError, match=r'global_token 1 of 12, score 7 of 14'):
+            patch_score(torch.randn(2, 7, 6), bad[:, 2])
+    # Forced on with autograd on, off with autograd off.
+    with pytest.raises(ValueError, match='already non-finite'):
+        lazy_strike_pool(bad, check_finite=True)
+    with torch.no_grad():
+        patch_score(bad, torch.randn(2, 6), check_finite=False)
+
+
+def test_non_finite_arising_inside_the_layer():
+    """Finite inputs, non-finite output: the message says it arose inside."""
+    tokens = torch.ones(2, 3)
+    out = torch.tensor([1., float('nan')])
+    with pytest.raises(
+            ValueError,
+            match=r'layer: its inputs \(tokens\) were finite, '
+            r'but NaN or inf arose inside layer \(score 1 of 2'):
+        check_finite('layer', dict(tokens=tokens), dict(score=out))
+    check_finite('layer', dict(tokens=tokens), dict(score=out[:1]))
+
+
+def test_should_check_finite():
+    assert not should_check_finite(None)  # autograd on: training
+    with torch.no_grad():
+        assert should_check_finite(None)
+        assert not should_check_finite(False)
+    assert should_check_finite(True)
