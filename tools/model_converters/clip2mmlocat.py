@@ -14,7 +14,8 @@ from collections import OrderedDict
 
 import torch
 
-from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
+from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+                                         save_checkpoint)
 from mmlocat.utils.converters import convert_clip
 
 
@@ -56,4 +57,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('clip2mmlocat', main)
