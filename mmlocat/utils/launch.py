@@ -5,7 +5,7 @@ import torch
 import torch.distributed as dist
 from mmengine.config import Config
 
-__all__ = ['setup_cpu_distributed', 'enable_amp']
+__all__ = ['setup_cpu_distributed', 'enable_amp', 'add_rng_state_hook']
 
 
 def setup_cpu_distributed(cfg: Config, launcher: str) -> None:
@@ -43,3 +43,18 @@ def enable_amp(cfg: Config) -> None:
                          f'but the config uses {optim_wrapper}')
     cfg.optim_wrapper.type = 'AmpOptimWrapper'
     cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+
+
+def add_rng_state_hook(cfg: Config) -> None:
+    """Add :class:`mmlocat.engine.RNGStateHook` unless the config has it.
+
+    Checkpoints then carry the random-generator state and ``--resume``
+    continues bit-identically.
+    """
+    hooks = list(cfg.get('custom_hooks', None) or [])
+    if any(
+            str(h.get('type', '')).split('.')[-1] == 'RNGStateHook'
+            for h in hooks):
+        return
+    hooks.append(dict(type='mmlocat.RNGStateHook'))
+    cfg.custom_hooks = hooks
