@@ -202,3 +202,20 @@ def test_locat_eval_no_longer_silently_nan():
     with pytest.raises(ValueError, match='non-finite input'):
         with torch.no_grad():
             model(x)
+
+
+def test_drill_cases_with_the_real_archs(tmp_path):
+    """The issue's drill with the shipped aliases (12 blocks, T vs S)."""
+    for bad, match in [(12, r'12 is out of range for 12 blocks'),
+                       ((11, 11), 'twice'), ((8, 2), r'write \(2, 8\)')]:
+        with pytest.raises(ValueError, match=match):
+            LocAtViT('t', out_type='featmap', out_indices=bad)
+    with pytest.raises(ValueError, match='frozen_stages=99'):
+        LocAtViT('t', frozen_stages=99)
+    path = save(tmp_path, prefixed(LocAtViT('t')))
+    model = LocAtViT('s', init_cfg=pretrained(path, prefix='backbone.'))
+    with pytest.raises(RuntimeError, match='have another shape'):
+        model.init_weights()
+    model = LocAtViT('t', init_cfg=pretrained(path))
+    with pytest.raises(ValueError, match=r"of the 198 keys .* add prefix="):
+        model.init_weights()
