@@ -8,7 +8,6 @@ through ``tools/dist_train.sh`` with 2 processes x batch 2 and through
 in both runs. The mean of the two ranks' losses must equal the single
 process's loss, and the final weights must agree, within 1e-5.
 """
-import os
 import os.path as osp
 import socket
 import subprocess
@@ -16,11 +15,10 @@ import sys
 
 import pytest
 import torch
-from tiny_cls import write_tiny_cls_config
+from tiny_cls import probe_env, write_tiny_cls_config
 
 from mmlocat.testing import generate
 
-HERE = osp.dirname(osp.abspath(__file__))
 ITERS = 6
 
 
@@ -50,8 +48,7 @@ def test_two_gloo_processes_equal_one_at_twice_the_batch(
         num_val=1,
         img_size=(32, 32),
         seed=1)['data_root']
-    env = dict(subprocess_env)
-    env['PYTHONPATH'] = HERE + os.pathsep + env['PYTHONPATH']
+    env = probe_env(subprocess_env)
 
     runs = {}
     for name, procs, batch in (('single', 1, 4), ('ddp', 2, 2)):

@@ -17,11 +17,10 @@ import time
 
 import pytest
 import torch
-from tiny_cls import write_tiny_cls_config
+from tiny_cls import probe_env, run_train, write_tiny_cls_config
 
 from mmlocat.testing import generate
 
-HERE = osp.dirname(osp.abspath(__file__))
 ITERS, EVERY, KILL_AFTER = 8, 3, 5
 
 
@@ -31,30 +30,6 @@ def imagenet_root(tmp_path_factory) -> str:
     return generate(
         'imagenet', root, num_train=2, num_val=1, img_size=(40, 40),
         seed=0)['data_root']
-
-
-def _env(base: dict, losses: str, pause_at=None) -> dict:
-    env = dict(base)
-    env['PYTHONPATH'] = HERE + os.pathsep + env['PYTHONPATH']
-    env['PROBE_LOSSES'] = losses
-    env.pop('PROBE_PAUSE_AT', None)
-    if pause_at is not None:
-        env['PROBE_PAUSE_AT'] = str(pause_at)
-    return env
-
-
-def _train(config: str, work_dir: str, env: dict, cwd: str, *extra):
-    proc = subprocess.run([
-        sys.executable, 'tools/train.py', config, '--work-dir', work_dir,
-        *extra
-    ],
-                          capture_output=True,
-                          text=True,
-                          env=env,
-                          cwd=cwd,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc.stdout + proc.stderr
 
 
 def _losses(path: str) -> dict:
@@ -82,8 +57,8 @@ def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
         checkpoint_interval=EVERY)
 
     ref_losses = str(tmp_path / 'ref.txt')
-    _train(config, str(tmp_path / 'ref'), _env(subprocess_env, ref_losses),
-           repo_root)
+    run_train(config, str(tmp_path / 'ref'),
+              probe_env(subprocess_env, losses=ref_losses), repo_root)
     reference = _losses(ref_losses)
     assert sorted(reference) == list(range(1, ITERS + 1))
 
@@ -94,7 +69,7 @@ def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
         [sys.executable, 'tools/train.py', config, '--work-dir', work],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env=_env(subprocess_env, run_losses, pause_at=KILL_AFTER),
+        env=probe_env(subprocess_env, losses=run_losses, pause_at=KILL_AFTER),
         cwd=repo_root,
         start_new_session=True)
     deadline = time.time() + 240
@@ -113,8 +88,9 @@ def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
     assert ckpt['rng_state']['data']['num_workers'] == num_workers
 
     resumed_losses = str(tmp_path / 'resumed.txt')
-    log = _train(config, work, _env(subprocess_env, resumed_losses), repo_root,
-                 '--resume')
+    log = run_train(config, work,
+                    probe_env(subprocess_env, losses=resumed_losses),
+                    repo_root, '--resume')
     assert f'iter_{EVERY}.pth' in log
     resumed = _losses(resumed_losses)
     assert sorted(resumed) == list(range(EVERY + 1, ITERS + 1))

@@ -1,12 +1,18 @@
-"""A derived tiny LocAtViT classification config for reliability runs.
+"""Helpers of the reliability runs (resume, DDP, leak, test policy).
 
-Inherits the shipped ``configs/locat/locat-t_8xb128_in1k.py`` and shrinks it
-(32-d, 2-block LocAtViT, 32 px, 10 classes, plain OptimWrapper), trains by
-iterations and loads :mod:`train_probe` (this folder must be on
-``PYTHONPATH``).
+:func:`write_tiny_cls_config` derives a tiny LocAtViT classification config
+from the shipped ``configs/locat/locat-t_8xb128_in1k.py`` (32-d, 2-block
+LocAtViT, 32 px, 10 classes, plain OptimWrapper, iteration-based) that loads
+:mod:`train_probe`; :func:`probe_env` puts this folder on ``PYTHONPATH`` and
+sets the probe's variables; :func:`run_train` runs ``tools/train.py``.
 """
+import os
 import os.path as osp
 import pprint
+import subprocess
+import sys
+
+HERE = osp.dirname(osp.abspath(__file__))
 
 SHIPPED = 'configs/locat/locat-t_8xb128_in1k.py'
 
@@ -102,3 +108,32 @@ def write_tiny_cls_config(path: str,
     with open(path, 'w', encoding='utf-8') as f:
         f.write('\n'.join(lines) + '\n')
     return path
+
+
+def probe_env(base: dict, **probe) -> dict:
+    """``base`` with this folder on ``PYTHONPATH`` and only the given
+    ``PROBE_*`` variables (``losses=...`` -> ``PROBE_LOSSES``)."""
+    env = {k: v for k, v in base.items() if not k.startswith('PROBE_')}
+    env['PYTHONPATH'] = HERE + os.pathsep + env.get('PYTHONPATH', '')
+    env.update({f'PROBE_{k.upper()}': str(v) for k, v in probe.items()})
+    return env
+
+
+def run_train(config: str,
+              work_dir: str,
+              env: dict,
+              cwd: str,
+              *extra: str,
+              timeout: int = 540) -> str:
+    """Run ``tools/train.py`` to the end; return its console output."""
+    proc = subprocess.run([
+        sys.executable, 'tools/train.py', config, '--work-dir', work_dir,
+        *extra
+    ],
+                          capture_output=True,
+                          text=True,
+                          env=env,
+                          cwd=cwd,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
