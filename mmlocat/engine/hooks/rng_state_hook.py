@@ -171,7 +171,9 @@ class RNGStateHook(Hook):
             loop.dataloader_iterator = _RestoreBeforeBatch(
                 loop.dataloader_iterator, runner.iter, self._restore_pending)
 
-    def before_train_iter(self, runner, batch_idx: int,
+    def before_train_iter(self,
+                          runner,
+                          batch_idx: int,
                           data_batch=None) -> None:
         self._restore_pending()  # other loops: as early as a hook can
 
