@@ -119,7 +119,7 @@ def test_partial_checkpoint_is_refused(case, phrase, setup, repo_root,
     assert 'accuracy/top1' not in out
 
 
-@pytest.mark.parametrize('case', ['good', 'vit_twin'])
+@pytest.mark.parametrize('case', ['good', 'vit_twin', 'other_arch'])
 def test_covering_or_allowed_checkpoint_is_evaluated(case, setup, repo_root,
                                                      monkeypatch, capsys):
     extra = ('--allow-partial-checkpoint', ) if case != 'good' else ()
@@ -130,3 +130,6 @@ def test_covering_or_allowed_checkpoint_is_evaluated(case, setup, repo_root,
     assert 'accuracy/top1' in out
     if case == 'vit_twin':
         assert 'newly initialised' in out and 'attn.gaug' in out
+    if case == 'other_arch':
+        assert '--allow-partial-checkpoint: ' in out
+        assert 'another shape' in out
