@@ -30,7 +30,7 @@ _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
 # The magic number torch writes first in its legacy (pre-1.6) pickle format.
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 #: Exceptions the command-line tools turn into one ``NAME: error:`` line.
-CLI_ERRORS = (FileNotFoundError, ValueError, RuntimeError, ImportError)
+CLI_ERRORS = (OSError, ValueError, RuntimeError, ImportError)
 
 
 def _short(keys: List[str], limit: int = 10) -> str:
