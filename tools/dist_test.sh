@@ -1,5 +1,16 @@
 #!/usr/bin/env bash
 # Usage: tools/dist_test.sh CONFIG CHECKPOINT GPUS [test.py options]
+if [ "$#" -lt 3 ]; then
+    echo "usage: $(basename "$0") CONFIG CHECKPOINT GPUS [test.py options]" >&2
+    echo "$(basename "$0"): error: expected at least 3 arguments, got $#" >&2
+    exit 2
+fi
+case "$3" in
+    ''|*[!0-9]*|0)
+        echo "usage: $(basename "$0") CONFIG CHECKPOINT GPUS [test.py options]" >&2
+        echo "$(basename "$0"): error: GPUS must be a positive number of processes, got '$3'" >&2
+        exit 2 ;;
+esac
 set -e
 CONFIG=$1
 CHECKPOINT=$2

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Usage: [GPUS=8] [GPUS_PER_NODE=8] [CPUS_PER_TASK=5] [SRUN_ARGS=...] \
 #     tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]
+if [ "$#" -lt 4 ]; then
+    echo "usage: $(basename "$0") PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]" >&2
+    echo "$(basename "$0"): error: expected at least 4 arguments, got $#" >&2
+    exit 2
+fi
 set -x
 PARTITION=$1
 JOB_NAME=$2

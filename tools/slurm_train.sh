@@ -2,6 +2,11 @@
 # Usage: [GPUS=8] [GPUS_PER_NODE=8] [CPUS_PER_TASK=5] [SRUN_ARGS=...] \
 #     tools/slurm_train.sh PARTITION JOB_NAME CONFIG WORK_DIR [train.py options]
 # GPUS > GPUS_PER_NODE spans several nodes (one task per GPU).
+if [ "$#" -lt 4 ]; then
+    echo "usage: $(basename "$0") PARTITION JOB_NAME CONFIG WORK_DIR [train.py options]" >&2
+    echo "$(basename "$0"): error: expected at least 4 arguments, got $#" >&2
+    exit 2
+fi
 set -x
 PARTITION=$1
 JOB_NAME=$2

@@ -1,6 +1,10 @@
 """Test (evaluate) a checkpoint with any OpenMMLab host.
 
-``--show-dir`` switches on the host's own visualization hook (mmseg
+The checkpoint must cover the model: a missing key or a shape mismatch
+(another arch, a plain-ViT checkpoint under a LocAt config, a foreign state
+dict) stops the run before any metric is computed, unless
+``--allow-partial-checkpoint`` is given (keys the model lacks are only
+reported). ``--show-dir`` switches on the host's own visualization hook (mmseg
 ``SegVisualizationHook``, mmdet ``DetVisualizationHook``, mmpretrain
 ``VisualizationHook``); ``--out`` dumps the predictions as a pickle through
 mmengine's ``DumpResults``.
@@ -11,11 +15,14 @@ import os.path as osp
 
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
+from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.launch import load_config, setup_cpu_distributed
+from mmlocat.utils.pretrained import check_checkpoint_covers
 
 
 def parse_args() -> argparse.Namespace:
@@ -31,6 +38,11 @@ def parse_args() -> argparse.Namespace:
         '--show', action='store_true', help='show predictions in a window')
     parser.add_argument(
         '--wait-time', type=float, default=2, help='seconds between shows')
+    parser.add_argument(
+        '--allow-partial-checkpoint',
+        action='store_true',
+        help='evaluate even if the checkpoint misses model keys or has '
+        'tensors of another shape (those weights stay random)')
     parser.add_argument(
         '--cfg-options',
         nargs='+',
@@ -93,6 +105,14 @@ def main() -> None:
         runner = RUNNERS.build(cfg)
     else:
         runner = Runner.from_cfg(cfg)
+    model = runner.model.module if is_model_wrapper(
+        runner.model) else runner.model
+    run_cli(
+        'test.py', lambda: check_checkpoint_covers(
+            model,
+            args.checkpoint,
+            allow_partial=args.allow_partial_checkpoint,
+            logger=runner.logger))
     if args.out is not None:
         runner.test_evaluator.metrics.append(
             DumpResults(out_file_path=args.out))

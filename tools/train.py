@@ -12,7 +12,8 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
-from mmlocat.utils.launch import enable_amp, load_config, setup_cpu_distributed
+from mmlocat.utils.launch import (add_rng_state_hook, enable_amp, load_config,
+                                  setup_cpu_distributed)
 
 
 def parse_args() -> argparse.Namespace:
@@ -68,6 +69,7 @@ def main() -> None:
         cfg.resume = True
         cfg.load_from = args.resume
 
+    add_rng_state_hook(cfg)
     setup_cpu_distributed(cfg, args.launcher)
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)

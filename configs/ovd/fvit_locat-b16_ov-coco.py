@@ -18,5 +18,6 @@ model = dict(
         out_indices=(3, 5, 7, 11),
         init_cfg=dict(
             type='Pretrained',
-            checkpoint='checkpoints/locat-b16_mmlocat.pth')),
+            checkpoint='checkpoints/locat-b16_mmlocat.pth',
+            prefix='backbone.')),
     roi_head=dict(vlm_roi_extractor=None))

@@ -1,54 +1,147 @@
 """Reading foreign checkpoints and loading them with an honest report.
 
-Shared by the model converters: a checkpoint may be a raw state dict or one
-nested under ``state_dict`` / ``model`` / ``module``, stored as ``.pth``,
-``.pt``, ``.bin`` or ``.safetensors``. Loading always reports missing and
-unexpected keys, so a converted model never runs silently half-random.
+Shared by the model converters, the backbones' ``Pretrained`` loading and
+``tools/test.py``: a checkpoint may be a raw state dict or one nested under
+``state_dict`` / ``model`` / ``module``, stored as ``.pth``, ``.pt``,
+``.bin`` or ``.safetensors``. The file's *content* decides how it is read
+(a safetensors file named ``.pth`` is read as safetensors), and a file that
+is empty, truncated, a TorchScript archive or no checkpoint at all gets one
+sentence saying so. Non-finite weights are refused. Loading always reports
+missing, unexpected and mis-shaped keys, so a model never runs silently
+half-random.
 """
 import os.path as osp
+import struct
+import sys
+import zipfile
 from collections import OrderedDict
-from typing import Dict, Iterable, List, NamedTuple, Optional
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
 
 import torch
 from torch import nn
 
 __all__ = [
     'read_state_dict', 'save_checkpoint', 'strip_prefix', 'LoadReport',
-    'load_state_dict_reported'
+    'load_state_dict_reported', 'sniff_checkpoint', 'check_finite',
+    'unwrap_state_dict', 'run_cli', 'CLI_ERRORS'
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
+# The magic number torch writes first in its legacy (pre-1.6) pickle format.
+_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
+#: Exceptions the command-line tools turn into one ``NAME: error:`` line.
+CLI_ERRORS = (OSError, ValueError, RuntimeError, ImportError)
 
 
-def read_state_dict(path: str) -> 'OrderedDict[str, torch.Tensor]':
-    """Read a state dict from ``.pth``/``.pt``/``.bin``/``.safetensors``.
+def _short(keys: List[str], limit: int = 10) -> str:
+    """At most ``limit`` keys, then how many were left out."""
+    shown = ', '.join(keys[:limit])
+    more = len(keys) - limit
+    return shown + (f', ... and {more} more' if more > 0 else '')
+
+
+def sniff_checkpoint(path: str) -> str:
+    """Tell what a file holds from its first bytes, not from its name.
 
     Args:
-        path: File to read.
+        path: An existing file.
 
     Returns:
-        The tensors of the checkpoint, unwrapped from ``state_dict`` /
-        ``model`` / ``module`` nesting.
+        ``'safetensors'``, ``'torch-zip'`` (``torch.save`` since 1.6),
+        ``'torchscript'`` (a ``torch.jit.save`` archive, e.g. OpenAI's CLIP
+        ``.pt`` files) or ``'torch-legacy'`` (a pre-1.6 pickle).
 
     Raises:
-        FileNotFoundError: If ``path`` does not exist.
-        ValueError: If the file holds no state dict of tensors.
+        ValueError: If the file is empty, a truncated or corrupt archive, or
+            none of these formats; the message says which.
     """
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint not found: {path}')
-    if path.endswith('.safetensors'):
+    size = osp.getsize(path)
+    if size == 0:
+        raise ValueError(f'{path} is empty (0 bytes): not a checkpoint')
+    with open(path, 'rb') as f:
+        head = f.read(16)
+    if head[:4] == b'PK\x03\x04':
         try:
-            from safetensors.torch import load_file
-        except ImportError as e:  # pragma: no cover - depends on env
-            raise ImportError('reading .safetensors needs the `safetensors` '
-                              'package: pip install safetensors') from e
-        obj = load_file(path, device='cpu')
-    else:
-        try:
-            obj = torch.load(path, map_location='cpu', weights_only=True)
-        except Exception as e:
-            raise ValueError(
-                f'{path} is not a readable PyTorch checkpoint ({e})') from e
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError) as e:
+            raise ValueError(f'{path} is a truncated or corrupt zip archive '
+                             f'(a damaged PyTorch checkpoint?): {e}') from e
+        if any(n.endswith('/constants.pkl') for n in names):
+            return 'torchscript'
+        if any(n.endswith('/data.pkl') or n == 'data.pkl' for n in names):
+            return 'torch-zip'
+        raise ValueError(f'{path} is a zip archive without a PyTorch '
+                         f'pickle (data.pkl): not a checkpoint; it holds '
+                         f'{_short(names, 5)}')
+    if len(head) >= 9 and head[8:9] == b'{':  # u64 length, JSON header
+        (header_len, ) = struct.unpack('<Q', head[:8])
+        if 8 + header_len <= size:
+            return 'safetensors'
+        raise ValueError(f'{path} is a truncated or corrupt safetensors '
+                         f'file: its header needs {header_len} bytes, the '
+                         f'file has {size}')
+    if head[:1] == b'\x80' and _is_torch_legacy(path):
+        return 'torch-legacy'
+    raise ValueError(f'{path} is not a checkpoint: its content is neither '
+                     'a PyTorch file (zip or legacy pickle) nor a '
+                     f'safetensors file (first bytes {head[:8]!r})')
+
+
+def _is_torch_legacy(path: str) -> bool:
+    """Whether the pickle starts with torch's legacy magic number."""
+    import pickle
+    try:
+        with open(path, 'rb') as f:
+            return pickle.Unpickler(f).load() == _LEGACY_MAGIC
+    except Exception:
+        return False
+
+
+def _read_safetensors(path: str) -> dict:
+    try:
+        from safetensors.torch import load_file
+    except ImportError as e:  # pragma: no cover - depends on env
+        raise ImportError(
+            'reading a safetensors file needs the '
+            '`safetensors` package: pip install safetensors') from e
+    try:
+        return load_file(path, device='cpu')
+    except Exception as e:  # SafetensorError is not a public class
+        raise ValueError(f'{path} is a safetensors file that cannot be read '
+                         f'(truncated or corrupt?): {e}') from e
+
+
+def _read_torch(path: str, kind: str) -> object:
+    try:
+        # a file object: torch would go by a '.safetensors' name otherwise
+        with open(path, 'rb') as f:
+            return torch.load(f, map_location='cpu', weights_only=True)
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as e:
+        raise ValueError(f'{path} is a PyTorch file that cannot be read '
+                         f'(truncated or corrupt?): {_first_line(e)}') from e
+    except Exception as e:  # weights-only unpickler refusals
+        raise ValueError(
+            f'{path} is a PyTorch file ({kind}) holding objects other than '
+            f'tensors and plain containers: {_first_line(e)}') from e
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def unwrap_state_dict(obj: object,
+                      source: str) -> 'OrderedDict[str, torch.Tensor]':
+    """Unwrap ``state_dict`` / ``model`` / ``module`` nesting (twice).
+
+    Args:
+        obj: What was loaded.
+        source: Name used in the error message.
+
+    Raises:
+        ValueError: If no non-empty dict of tensors is found.
+    """
     for _ in range(2):  # e.g. {'model': {'state_dict': ...}}
         if isinstance(obj, dict):
             nested = [k for k in _NESTED_KEYS if isinstance(obj.get(k), dict)]
@@ -56,9 +149,93 @@ def read_state_dict(path: str) -> 'OrderedDict[str, torch.Tensor]':
                 obj = obj[nested[0]]
     if not isinstance(obj, dict) or not obj or not all(
             isinstance(v, torch.Tensor) for v in obj.values()):
-        raise ValueError(f'{path} does not contain a state dict of tensors '
-                         f'(found {type(obj).__name__})')
+        found = type(obj).__name__
+        if isinstance(obj, dict):
+            found = 'an empty dict' if not obj else (
+                f'a dict with keys {_short(list(map(str, obj)), 5)}')
+        raise ValueError(
+            f'{source} does not contain a state dict of tensors (found '
+            f'{found})')
     return OrderedDict(obj)
+
+
+def check_finite(state_dict: Dict[str, torch.Tensor], source: str) -> None:
+    """Refuse a state dict with NaN or inf in a floating-point tensor.
+
+    Raises:
+        ValueError: Naming the tensors (and how many values) affected.
+    """
+    bad = []
+    for key, value in state_dict.items():
+        if value.is_floating_point() or value.is_complex():
+            count = int((~torch.isfinite(value)).sum())
+            if count:
+                bad.append(f'{key} ({count} of {value.numel()})')
+    if bad:
+        raise ValueError(f'{source} has NaN/inf values in {len(bad)} '
+                         f'tensor(s): {_short(bad)}; refusing to use it')
+
+
+def read_state_dict(path: str,
+                    finite: bool = True) -> 'OrderedDict[str, torch.Tensor]':
+    """Read a state dict from a PyTorch or safetensors file.
+
+    The format is sniffed from the content (:func:`sniff_checkpoint`), so
+    the extension does not matter.
+
+    Args:
+        path: File to read.
+        finite: Refuse NaN / inf weights (:func:`check_finite`).
+
+    Returns:
+        The tensors of the checkpoint, unwrapped from ``state_dict`` /
+        ``model`` / ``module`` nesting.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: If the file is empty, corrupt, a TorchScript archive,
+            not a checkpoint, holds no state dict of tensors or (with
+            ``finite``) holds NaN / inf weights.
+    """
+    if not osp.exists(path):
+        raise FileNotFoundError(f'checkpoint not found: {path}')
+    if not osp.isfile(path):
+        raise ValueError(f'{path} is a directory, not a checkpoint file')
+    kind = sniff_checkpoint(path)
+    if kind == 'torchscript':
+        raise ValueError(f'{path} is a TorchScript archive (torch.jit.save), '
+                         'not a state dict; only clip2mmlocat reads those '
+                         '(OpenAI CLIP releases)')
+    if kind == 'safetensors':
+        obj = _read_safetensors(path)
+    else:
+        obj = _read_torch(path, kind)
+    state_dict = unwrap_state_dict(obj, path)
+    if finite:
+        check_finite(state_dict, path)
+    return state_dict
+
+
+def run_cli(name: str, main: Callable[[], None]) -> None:
+    """Run a tool's ``main``; a bad input ends in one line and exit 2.
+
+    ``NAME: error: MESSAGE`` on stderr (as argparse reports bad arguments)
+    instead of a traceback, for :data:`CLI_ERRORS` and for a
+    ``SystemExit('NAME: error: ...')`` raised by the tool itself.
+    """
+    try:
+        main()
+    except SystemExit as err:
+        if isinstance(err.code, str) and err.code.startswith(name + ':'):
+            print(err.code, file=sys.stderr)
+            sys.exit(2)
+        raise
+    except CLI_ERRORS as err:
+        message = '; '.join(line.strip() for line in str(err).splitlines()
+                            if line.strip())
+        print(
+            f'{name}: error: {message or type(err).__name__}', file=sys.stderr)
+        sys.exit(2)
 
 
 def strip_prefix(state_dict: Dict[str, torch.Tensor],
@@ -77,7 +254,13 @@ def strip_prefix(state_dict: Dict[str, torch.Tensor],
 def save_checkpoint(state_dict: Dict[str, torch.Tensor],
                     path: str,
                     meta: Optional[dict] = None) -> None:
-    """Save an mmengine-style checkpoint ``{'state_dict', 'meta'}``."""
+    """Save an mmengine-style checkpoint ``{'state_dict', 'meta'}``.
+
+    Raises:
+        ValueError: If a tensor holds NaN / inf (nothing is written).
+        FileNotFoundError: If the output folder does not exist.
+    """
+    check_finite(state_dict, 'the converted state dict')
     dirname = osp.dirname(osp.abspath(path))
     if not osp.isdir(dirname):
         raise FileNotFoundError(f'output folder does not exist: {dirname}')
@@ -95,11 +278,25 @@ class LoadReport(NamedTuple):
                 f'{self.unexpected}')
 
 
+def _size_mismatches(err: RuntimeError) -> List[str]:
+    """The ``size mismatch for KEY: ...`` lines of torch's load error."""
+    return [
+        line.strip() for line in str(err).splitlines()
+        if line.strip().startswith('size mismatch for')
+    ]
+
+
 def load_state_dict_reported(module: nn.Module,
                              state_dict: Dict[str, torch.Tensor],
                              allowed_missing: Iterable[str] = (),
-                             logger=None) -> LoadReport:
+                             logger=None,
+                             allow_unexpected: bool = False,
+                             source: str = 'the checkpoint') -> LoadReport:
     """Load ``state_dict`` and refuse to leave unexplained random weights.
+
+    Position embeddings are still resized by the module's load pre-hooks
+    (mmpretrain's ``_prepare_pos_embed``); any other shape difference is an
+    error.
 
     Args:
         module: Model to load into.
@@ -108,27 +305,45 @@ def load_state_dict_reported(module: nn.Module,
             new parameters that keep their fresh initialisation (e.g.
             ``'attn.gaug.'`` when a plain ViT is loaded into LocAtViT).
         logger: Optional logger; the report is printed if ``None``.
+        allow_unexpected: Only report (not refuse) checkpoint keys the model
+            does not have.
+        source: Name of the checkpoint in messages.
 
     Returns:
         The :class:`LoadReport`.
 
     Raises:
-        RuntimeError: If a key is missing that is not allowed, or if any key
-            is unexpected, or on a shape mismatch.
+        RuntimeError: If a key is missing that is not allowed, if a key is
+            unexpected (unless ``allow_unexpected``), or on a shape mismatch.
     """
     allowed = tuple(allowed_missing)
-    result = module.load_state_dict(state_dict, strict=False)
+    name = type(module).__name__
+    try:
+        result = module.load_state_dict(state_dict, strict=False)
+    except RuntimeError as err:
+        mismatches = _size_mismatches(err)
+        if not mismatches:
+            raise
+        raise RuntimeError(
+            f'{source} does not fit {name}: {len(mismatches)} tensor(s) have '
+            'another shape (a checkpoint of another arch, patch size or '
+            f'number of classes?): {_short(mismatches, 3)}') from None
     report = LoadReport(
         list(result.missing_keys), list(result.unexpected_keys))
     bad_missing = [
         k for k in report.missing if not any(a in k for a in allowed)
     ]
     new_params = [k for k in report.missing if k not in bad_missing]
-    message = str(report)
+    loaded = len(state_dict) - len(report.unexpected)
+    message = (f'loaded {loaded} of {len(state_dict)} tensors of {source} '
+               f'into {name}; missing keys ({len(report.missing)}): '
+               f'[{_short(report.missing)}]; unexpected keys '
+               f'({len(report.unexpected)}): [{_short(report.unexpected)}]')
     if new_params:
-        message += f'\nnewly initialised ({len(new_params)}): {new_params}'
+        message += (f'; newly initialised ({len(new_params)}): '
+                    f'[{_short(new_params)}]')
     (logger.info if logger is not None else print)(message)
-    if bad_missing or report.unexpected:
+    if bad_missing or (report.unexpected and not allow_unexpected):
         raise RuntimeError('refusing to run a partly random network; '
-                           f'unexplained keys:\n{message}')
+                           f'unexplained keys: {message}')
     return report

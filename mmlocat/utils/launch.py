@@ -5,7 +5,9 @@ import torch
 import torch.distributed as dist
 from mmengine.config import Config
 
-__all__ = ['setup_cpu_distributed', 'enable_amp', 'load_config']
+__all__ = [
+    'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook'
+]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
 
@@ -74,3 +76,18 @@ def load_config(path: str) -> Config:
             env_variables=cfg.env_variables,
             format_python_code=False)
     return cfg
+
+
+def add_rng_state_hook(cfg: Config) -> None:
+    """Add :class:`mmlocat.engine.RNGStateHook` unless the config has it.
+
+    Checkpoints then carry the random-generator state and ``--resume``
+    continues bit-identically.
+    """
+    hooks = list(cfg.get('custom_hooks', None) or [])
+    if any(
+            str(h.get('type', '')).split('.')[-1] == 'RNGStateHook'
+            for h in hooks):
+        return
+    hooks.append(dict(type='mmlocat.RNGStateHook'))
+    cfg.custom_hooks = hooks

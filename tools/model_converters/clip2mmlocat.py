@@ -23,7 +23,8 @@ from collections import OrderedDict
 
 import torch
 
-from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
+from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+                                         save_checkpoint)
 from mmlocat.utils.converters import convert_clip
 from mmlocat.utils.converters.clip import (check_tower_config,
                                            clip_tower_settings,
@@ -99,4 +100,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('clip2mmlocat', main)

@@ -12,7 +12,8 @@ import argparse
 import os.path as osp
 from collections import OrderedDict
 
-from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
+from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+                                         save_checkpoint)
 from mmlocat.utils.converters import convert_dino
 
 
@@ -28,10 +29,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    try:
-        state_dict = convert_dino(read_state_dict(args.src))
-    except (FileNotFoundError, ValueError) as err:
-        raise SystemExit(f'dino2mmlocat: error: {err}')
+    state_dict = convert_dino(read_state_dict(args.src))
     state_dict = OrderedDict(
         (args.prefix + k, v) for k, v in state_dict.items())
     save_checkpoint(
@@ -42,4 +40,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('dino2mmlocat', main)

@@ -18,7 +18,8 @@ import argparse
 import os.path as osp
 from collections import OrderedDict
 
-from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
+from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+                                         save_checkpoint)
 from mmlocat.utils.converters import convert_eva02_clip
 from mmlocat.utils.converters.clip import (clip_tower_settings,
                                            open_clip_model_config)
@@ -79,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('eva2mmlocat', main)

@@ -10,7 +10,8 @@ The output loads into ``mmpretrain.ImageClassifier`` with an
 import argparse
 import os.path as osp
 
-from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
+from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+                                         save_checkpoint)
 from mmlocat.utils.converters import convert_torchvision_vit
 
 
@@ -24,10 +25,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    try:
-        state_dict = convert_torchvision_vit(read_state_dict(args.src))
-    except (FileNotFoundError, ValueError) as err:
-        raise SystemExit(f'lastvit2mmlocat: error: {err}')
+    state_dict = convert_torchvision_vit(read_state_dict(args.src))
     save_checkpoint(
         state_dict,
         args.dst,
@@ -36,4 +34,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('lastvit2mmlocat', main)

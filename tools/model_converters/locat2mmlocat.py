@@ -11,7 +11,8 @@ Example::
 """
 import argparse
 
-from mmlocat.utils.checkpoint_io import read_state_dict, save_checkpoint
+from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+                                         save_checkpoint)
 from mmlocat.utils.converters import (GAUG_KEY, convert_vit_to_locat,
                                       detect_vit_format)
 
@@ -48,4 +49,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('locat2mmlocat', main)

@@ -30,9 +30,11 @@ model = dict(
         out_type='featmap',
         out_indices=(3, 5, 7, 11),
         frozen=True,
+        # clip2mmlocat / eva2mmlocat write the tower under 'backbone.'
         init_cfg=dict(
             type='Pretrained',
-            checkpoint='checkpoints/clip-vit-b16_mmlocat.pth')),
+            checkpoint='checkpoints/clip-vit-b16_mmlocat.pth',
+            prefix='backbone.')),
     neck=[
         # The trainable single-scale -> pyramid step (tap i -> level i).
         dict(

@@ -7,27 +7,26 @@ parameter names (``layers.i.ln1``, ``attn.qkv``, ``ffn.layers.*``) and
 position-embedding resizing are the parent's and the model has no new
 parameters: only the global token changes.
 """
-import os.path as osp
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from mmengine.logging import MMLogger
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.checkpoint_io import (load_state_dict_reported,
-                                         read_state_dict)
 from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
+from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
+                         check_input_batch, validate_frozen_stages,
+                         validate_out_indices)
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
 
 
 @MODELS.register_module()
-class LaStViT(VisionTransformer):
+class LaStViT(StrictPretrainedMixin, VisionTransformer):
     """Vision Transformer with LazyStrike pooling (LaSt-ViT).
 
     The CLS input token stays in the sequence, but with
@@ -64,11 +63,14 @@ class LaStViT(VisionTransformer):
             into ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
         init_cfg: Initialisation config. Unlike mmengine's lenient
             ``Pretrained`` loader, a ``Pretrained`` checkpoint is loaded
-            strictly: missing or unexpected keys raise, except missing keys
-            containing one of the substrings listed in the optional
+            strictly (:func:`mmlocat.utils.pretrained.load_pretrained`):
+            missing, unexpected or mis-shaped keys raise, except missing
+            keys containing one of the substrings listed in the optional
             ``allowed_missing`` entry of ``init_cfg``. ``prefix`` selects
             and strips a key prefix (e.g. ``'backbone.'``).
-        **kwargs: Other arguments of the parent ``VisionTransformer``.
+        **kwargs: Other arguments of the parent ``VisionTransformer``;
+            ``out_indices`` must be increasing and unique, ``frozen_stages``
+            at most the number of blocks.
     """
     POOLINGS = ('lazy_strike', 'cls')
     SCORE_QUERIES = ('global', 'cls')
@@ -102,7 +104,12 @@ class LaStViT(VisionTransformer):
                 raise ValueError('give either pretrained or init_cfg, not '
                                  'both')
             init_cfg = dict(type='Pretrained', checkpoint=pretrained)
-        if isinstance(kwargs.get('out_indices'), tuple):
+        num_layers = arch_num_layers(self.arch_zoo, arch)
+        if num_layers is not None:
+            kwargs['out_indices'] = validate_out_indices(
+                kwargs.get('out_indices', -1), num_layers)
+            validate_frozen_stages(kwargs.get('frozen_stages', -1), num_layers)
+        elif isinstance(kwargs.get('out_indices'), tuple):
             # The parent rewrites negative indices in place.
             kwargs['out_indices'] = list(kwargs['out_indices'])
         super().__init__(arch=arch, init_cfg=init_cfg, **kwargs)
@@ -124,49 +131,14 @@ class LaStViT(VisionTransformer):
             self.eval()
 
     def init_weights(self) -> None:
-        """Random init, strict loading of a ``Pretrained`` checkpoint, or
-        torchvision's scheme (the public code's) with
+        """Random init, strict loading of a ``Pretrained`` checkpoint (see
+        :class:`~mmlocat.models.backbones.vit_checks.StrictPretrainedMixin`),
+        or torchvision's scheme (the public code's) with
         ``init_cfg=dict(type='mmlocat.TorchvisionViTInit')`` (see
         :mod:`~mmlocat.models.backbones.vit_init`)."""
         if init_weights_with_scheme(self, super().init_weights):
             return
-        cfg = self.init_cfg
-        if not (isinstance(cfg, dict) and cfg.get('type') == 'Pretrained'):
-            super().init_weights()
-            return
-        # Random init first (for allowed missing keys), then a strict load in
-        # place of mmengine's loader, which only warns on missing keys.
-        self.init_cfg = None
-        try:
-            super().init_weights()
-        finally:
-            self.init_cfg = cfg
-        self._load_pretrained(cfg)
-
-    def _load_pretrained(self, cfg: dict) -> None:
-        checkpoint = cfg['checkpoint']
-        if osp.isfile(checkpoint):
-            state_dict = read_state_dict(checkpoint)
-        else:  # URLs and other mmengine backends
-            from mmengine.runner.checkpoint import CheckpointLoader
-            obj = CheckpointLoader.load_checkpoint(
-                checkpoint, map_location='cpu')
-            state_dict = obj.get('state_dict', obj)
-        prefix = cfg.get('prefix')
-        if prefix:
-            prefix = prefix if prefix.endswith('.') else prefix + '.'
-            state_dict = {
-                k[len(prefix):]: v
-                for k, v in state_dict.items() if k.startswith(prefix)
-            }
-            if not state_dict:
-                raise ValueError(
-                    f'no key of {checkpoint} starts with {prefix!r}')
-        load_state_dict_reported(
-            self,
-            state_dict,
-            allowed_missing=cfg.get('allowed_missing', ()),
-            logger=MMLogger.get_current_instance())
+        super().init_weights()
 
     def train(self, mode: bool = True) -> 'LaStViT':
         """Set the train mode; a ``frozen`` backbone always stays in eval."""
@@ -182,6 +154,7 @@ class LaStViT(VisionTransformer):
         Returns:
             The kept ``(B, L, C)`` token sequences and the patch grid.
         """
+        check_input_batch(x, self.training, type(self).__name__)
         batch = x.shape[0]
         x, hw = self.patch_embed(x)
         if self.cls_token is not None:

@@ -20,6 +20,9 @@ from torch import nn
 from mmlocat.registry import MODELS
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer
+from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
+                         check_input_batch, validate_frozen_stages,
+                         validate_out_indices)
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
@@ -73,7 +76,7 @@ def resample_abs_pos_embed(pos_embed: torch.Tensor,
 
 
 @MODELS.register_module()
-class LocAtViT(VisionTransformer):
+class LocAtViT(StrictPretrainedMixin, VisionTransformer):
     """Locality-Attending Vision Transformer.
 
     A plain ViT plus GAug (a learnable Gaussian bias on the attention
@@ -88,7 +91,9 @@ class LocAtViT(VisionTransformer):
             and the GAug constants (variance cap, eps, clamp).
         patch_size: Patch size.
         in_channels: Input channels.
-        out_indices: Blocks whose output is returned.
+        out_indices: Blocks whose output is returned, in increasing order
+            (negative: from the end; duplicates and unsorted lists are
+            refused).
         out_type: 'cls_token', 'avg_featmap', 'featmap' or 'raw'. Defaults
             to 'cls_token' with CLS pooling and 'avg_featmap' with GAP.
             PRR runs for the pooled outputs only; 'featmap' / 'raw' are the
@@ -118,7 +123,8 @@ class LocAtViT(VisionTransformer):
         qkv_bias: Bias in the qkv projections.
         norm_cfg: Norm layers.
         final_norm: Final LayerNorm; defaults to ``pooling == 'cls'``.
-        frozen_stages: Freeze the stem and this many blocks (-1: none).
+        frozen_stages: Freeze the stem and this many blocks (-1: none;
+            at most the number of blocks).
         interpolate_mode: Position-embedding resampling mode.
         pos_embed_antialias: Antialias the resampling (timm behaviour).
         patch_cfg: Extra patch-embedding config. Inputs that are not a
@@ -126,7 +132,12 @@ class LocAtViT(VisionTransformer):
         layer_cfgs: Extra config for every (dict) or each (list) block.
         pretrained: Checkpoint path injected by mmseg; becomes
             ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
-        init_cfg: Initialisation config.
+        init_cfg: Initialisation config. A ``Pretrained`` checkpoint is
+            loaded strictly (:func:`mmlocat.utils.pretrained.load_pretrained`):
+            missing, unexpected or mis-shaped keys raise, except the GAug
+            parameters (``attn.gaug.*``) when the checkpoint has none (a
+            plain ViT: GAug starts fresh). Converted checkpoints need
+            ``prefix='backbone.'``.
     """
     arch_zoo = {
         **dict.fromkeys(
@@ -159,6 +170,7 @@ class LocAtViT(VisionTransformer):
             }),
     }
     POOLINGS = ('cls', 'gap')
+    NEW_KEY_GROUPS = ('attn.gaug.', )
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -207,7 +219,11 @@ class LocAtViT(VisionTransformer):
             init_cfg = dict(type='Pretrained', checkpoint=pretrained)
         if final_norm is None:
             final_norm = pooling == 'cls'
-        if isinstance(out_indices, int):
+        num_layers = arch_num_layers(self.arch_zoo, arch)
+        if num_layers is not None:
+            out_indices = validate_out_indices(out_indices, num_layers)
+            validate_frozen_stages(frozen_stages, num_layers)
+        elif isinstance(out_indices, int):
             out_indices = [out_indices]
         super().__init__(
             arch=arch,
@@ -352,6 +368,7 @@ class LocAtViT(VisionTransformer):
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Forward images (B, C, H, W); returns one output per index."""
+        check_input_batch(x, self.training, type(self).__name__)
         batch = x.shape[0]
         x, hw = self.patch_embed(x)
         hw = tuple(hw)

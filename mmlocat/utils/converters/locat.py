@@ -19,7 +19,7 @@ from typing import Dict
 
 import torch
 
-from ..checkpoint_io import strip_prefix
+from ..checkpoint_io import check_finite, strip_prefix
 
 __all__ = [
     'GAUG_KEY', 'detect_vit_format', 'convert_timm_locat',
@@ -93,16 +93,6 @@ def detect_vit_format(state_dict: Dict[str, torch.Tensor]) -> str:
         f' state dict; first keys are {sample}')
 
 
-def _check_finite(state_dict: Dict[str, torch.Tensor]) -> None:
-    bad = [
-        k for k, v in state_dict.items()
-        if v.is_floating_point() and not torch.isfinite(v).all()
-    ]
-    if bad:
-        raise ValueError(f'checkpoint has NaN/Inf values in {len(bad)} '
-                         f'tensors: {bad[:10]}')
-
-
 def _rename_timm_key(key: str) -> str:
     if key in _TOP_TENSORS:
         return 'backbone.' + key
@@ -139,7 +129,7 @@ def convert_timm_locat(state_dict: Dict[str, torch.Tensor]) -> 'OrderedDict':
     fmt = detect_vit_format(state_dict)
     if fmt != 'timm':
         raise ValueError(f'expected a timm-format checkpoint, got {fmt}')
-    _check_finite(state_dict)
+    check_finite(state_dict, 'the checkpoint')
     state_dict = strip_prefix(state_dict, _WRAPPER_PREFIXES)
     converted, unknown = OrderedDict(), []
     for key, value in state_dict.items():
@@ -174,7 +164,7 @@ def convert_vit_to_locat(state_dict: Dict[str, torch.Tensor]) -> 'OrderedDict':
     fmt = detect_vit_format(state_dict)
     if fmt == 'timm':
         return convert_timm_locat(state_dict)
-    _check_finite(state_dict)
+    check_finite(state_dict, 'the checkpoint')
     state_dict = strip_prefix(state_dict, _WRAPPER_PREFIXES)
     if fmt == 'mmpretrain_backbone':
         return OrderedDict(('backbone.' + k, v) for k, v in state_dict.items())

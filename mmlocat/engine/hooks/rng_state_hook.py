@@ -1,0 +1,191 @@
+"""Bit-identical ``--resume``: random-generator state in every checkpoint.
+
+mmengine restores weights, optimizer, schedulers and the iteration on
+resume, and an iteration-based loop replays its dataloader up to the resumed
+iteration (so the sampler order and the workers' generators advance exactly
+as before), but the main process's generators restart from the seed: the
+resumed run draws other dropout / drop-path masks (and, with
+``num_workers=0``, other augmentations) than the uninterrupted one. This
+hook closes that gap.
+"""
+import logging
+import random
+from typing import Optional
+
+import numpy as np
+import torch
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.runner import EpochBasedTrainLoop
+
+from mmlocat.registry import HOOKS
+
+__all__ = ['RNGStateHook']
+
+_KEY = 'rng_state'
+
+
+def _capture() -> dict:
+    """Every generator training consumes in this process, as plain data."""
+    np_state = np.random.get_state()
+    state = dict(
+        python=random.getstate(),
+        numpy=(np_state[0], torch.from_numpy(np_state[1].copy()),
+               *np_state[2:]),
+        torch=torch.get_rng_state(),
+    )
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state['cuda'] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _restore(state: dict) -> None:
+    random.setstate(state['python'])
+    kind, keys, *rest = state['numpy']
+    np.random.set_state((kind, keys.numpy(), *rest))
+    torch.set_rng_state(state['torch'])
+    cuda = state.get('cuda')
+    if cuda is not None and torch.cuda.is_available():
+        if len(cuda) != torch.cuda.device_count():
+            raise RuntimeError(
+                f'the checkpoint holds the CUDA generator state of '
+                f'{len(cuda)} device(s), this process sees '
+                f'{torch.cuda.device_count()}')
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _loader_info(runner) -> dict:
+    """What else decides the data stream: sampler, seed and workers."""
+    loader = runner.train_dataloader
+    sampler = getattr(loader, 'sampler', None)
+    workers = getattr(loader, 'num_workers', 0) or 0
+    seed = runner.seed
+    return dict(
+        # mmengine's worker_init_fn seeds worker i of rank r with this
+        worker_seeds=None if seed is None else
+        [workers * runner.rank + i + seed for i in range(workers)],
+        sampler=type(sampler).__name__,
+        sampler_seed=getattr(sampler, 'seed', None),
+        sampler_epoch=getattr(sampler, 'epoch', None),
+        num_workers=workers,
+        batch_size=getattr(loader, 'batch_size', None),
+        seed=seed,
+        world_size=runner.world_size,
+    )
+
+
+class _RestoreBeforeBatch:
+    """Iterator wrapper: call ``restore`` before batch number ``skip + 1``.
+    """
+
+    def __init__(self, iterator, skip: int, restore) -> None:
+        self._iterator = iterator
+        self._left = skip
+        self._restore = restore
+
+    def __iter__(self) -> '_RestoreBeforeBatch':
+        return self
+
+    def __next__(self):
+        if self._left == 0 and self._restore is not None:
+            self._restore()
+            self._restore = None
+        self._left -= 1
+        return next(self._iterator)
+
+    def __getattr__(self, name: str):
+        return getattr(self._iterator, name)
+
+
+@HOOKS.register_module()
+class RNGStateHook(Hook):
+    """Save and restore the random generators so that resume is exact.
+
+    * ``before_save_checkpoint``: stores the python ``random``, numpy and
+      torch CPU (and CUDA) generator states plus the data-stream settings
+      (sampler type / seed / epoch, dataloader workers, batch size, seed,
+      world size) under ``checkpoint['rng_state']``.
+    * ``after_load_checkpoint`` (``--resume``): keeps them; they are put back
+      right before the first resumed batch is loaded (iteration-based
+      loops: after mmengine's dataloader replay, which repositions the
+      sampler and the workers' generators; epoch-based loops, resumed from
+      an epoch-end checkpoint: at the start of the epoch, before its
+      dataloader is created). A changed data-stream
+      setting is reported, since the workers then draw other numbers.
+    * ``before_val`` / ``after_val``: validation gets the generators'
+      state back afterwards, so evaluating (which creates a dataloader and
+      may draw numbers) does not shift the training stream.
+
+    Add it to a config with
+    ``custom_hooks = [dict(type='mmlocat.RNGStateHook')]``; mmlocat's
+    ``tools/train.py`` adds it when missing. Exactness also needs
+    deterministic kernels (CPU; on CUDA ``randomness=dict(seed=...,
+    deterministic=True)``).
+    """
+    priority = 'VERY_HIGH'
+
+    def __init__(self) -> None:
+        self._pending: Optional[dict] = None
+        self._val_state: Optional[dict] = None
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        checkpoint[_KEY] = dict(state=_capture(), data=_loader_info(runner))
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        saved = checkpoint.get(_KEY)
+        if saved is None:
+            print_log(
+                'RNGStateHook: the checkpoint has no random-generator '
+                'state (saved without this hook); the resumed run will not '
+                'be bit-identical',
+                logger='current',
+                level=logging.WARNING)
+            return
+        if not getattr(runner, '_resume', False):
+            return  # load_from: weights only, a fresh random stream
+        now = _loader_info(runner)
+        changed = {
+            k: (v, now.get(k))
+            for k, v in saved['data'].items()
+            if k != 'sampler_epoch' and now.get(k) != v
+        }
+        if changed:
+            print_log(
+                'RNGStateHook: the data stream differs from the checkpoint '
+                f'(saved, now): {changed}; the resumed run will not be '
+                'bit-identical',
+                logger='current',
+                level=logging.WARNING)
+        self._pending = saved['state']
+
+    def before_train_epoch(self, runner) -> None:
+        if self._pending is None:
+            return
+        loop = runner.train_loop
+        if isinstance(loop, EpochBasedTrainLoop):
+            # before this epoch's dataloader is created, as when saved
+            self._restore_pending()
+        elif hasattr(loop, 'dataloader_iterator'):
+            # after mmengine's replay of ``runner.iter`` batches, before the
+            # first new batch is loaded (its augmentation draws numbers)
+            loop.dataloader_iterator = _RestoreBeforeBatch(
+                loop.dataloader_iterator, runner.iter, self._restore_pending)
+
+    def before_train_iter(self,
+                          runner,
+                          batch_idx: int,
+                          data_batch=None) -> None:
+        self._restore_pending()  # other loops: as early as a hook can
+
+    def _restore_pending(self) -> None:
+        if self._pending is not None:
+            _restore(self._pending)
+            self._pending = None
+
+    def before_val(self, runner) -> None:
+        self._val_state = _capture()
+
+    def after_val(self, runner) -> None:
+        if self._val_state is not None:
+            _restore(self._val_state)
+            self._val_state = None

@@ -1,0 +1,58 @@
+"""A test-only hook, imported by derived configs through ``custom_imports``.
+
+Records what the reliability tests compare, from inside a training run:
+
+* every iteration's loss, exactly (``float.hex``), to ``$PROBE_LOSSES``
+  (one line ``rank iter hex``);
+* the main process's resident memory at the iterations listed in
+  ``$PROBE_RSS_AT`` (comma separated), to ``$PROBE_RSS`` (``iter kB``);
+* with ``$PROBE_PAUSE_AT`` set, after that iteration it writes
+  ``$PROBE_PAUSE_AT.marker`` next to the loss file and sleeps, so a test can
+  SIGKILL the process at a known point.
+"""
+import os
+import time
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+def _rss_kb() -> int:
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+    raise RuntimeError('no VmRSS in /proc/self/status')
+
+
+@HOOKS.register_module(force=True)
+class TrainProbeHook(Hook):
+    priority = 'LOWEST'  # after the checkpoint hook of the same iteration
+
+    def __init__(self) -> None:
+        self.losses = os.environ.get('PROBE_LOSSES')
+        self.rss = os.environ.get('PROBE_RSS')
+        self.rss_at = {
+            int(i)
+            for i in os.environ.get('PROBE_RSS_AT', '').split(',') if i
+        }
+        pause = os.environ.get('PROBE_PAUSE_AT')
+        self.pause_at = int(pause) if pause else None
+
+    def after_train_iter(self,
+                         runner,
+                         batch_idx,
+                         data_batch=None,
+                         outputs=None) -> None:
+        step = runner.iter + 1
+        if self.losses:
+            with open(self.losses, 'a') as f:
+                f.write(f'{runner.rank} {step} '
+                        f'{float(outputs["loss"]).hex()}\n')
+        if self.rss and step in self.rss_at:
+            with open(self.rss, 'a') as f:
+                f.write(f'{step} {_rss_kb()}\n')
+        if self.pause_at == step:
+            with open(f'{self.losses}.paused', 'w') as f:
+                f.write(str(step))
+            time.sleep(300)

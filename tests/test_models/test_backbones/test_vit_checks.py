@@ -1,0 +1,221 @@
+"""One loading, argument and input policy for every mmlocat backbone.
+
+LocAtViT, LaStViT, CLIPViT and EVA02CLIPViT (tiny archs, random init):
+strict ``Pretrained`` loading (missing prefix, foreign checkpoint, other
+arch, plain ViT into LocAtViT, position-embedding resize), ``out_indices``
+/ ``frozen_stages`` validation, empty batches and non-finite inputs.
+"""
+import pytest
+import torch
+import torchvision
+
+import mmlocat  # noqa: F401
+from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
+
+ARCH = dict(embed_dims=32, num_layers=3, num_heads=2, feedforward_channels=64)
+WIDE = dict(ARCH, embed_dims=48, feedforward_channels=96)
+BACKBONES = {
+    'locat': LocAtViT,
+    'last': LaStViT,
+    'clip': CLIPViT,
+    'eva02': EVA02CLIPViT,
+}
+
+
+def build(name: str, arch: dict = ARCH, **kwargs):
+    kwargs.setdefault('img_size', 32)
+    return BACKBONES[name](arch=arch, patch_size=16, **kwargs)
+
+
+def save(tmp_path, state_dict: dict, name: str = 'ckpt.pth') -> str:
+    path = str(tmp_path / name)
+    torch.save(dict(state_dict=state_dict, meta={}), path)
+    return path
+
+
+def prefixed(model, prefix: str = 'backbone.') -> dict:
+    return {prefix + k: v for k, v in model.state_dict().items()}
+
+
+def pretrained(path: str, **kwargs) -> dict:
+    return dict(type='Pretrained', checkpoint=path, **kwargs)
+
+
+# ------------------------------------------------------------------ loading
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_converted_checkpoint_loads_with_prefix(name, tmp_path):
+    torch.manual_seed(0)
+    src = build(name)
+    src.init_weights()
+    path = save(tmp_path, prefixed(src))
+    model = build(name, init_cfg=pretrained(path, prefix='backbone.'))
+    model.init_weights()
+    for key, value in src.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value)
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_missing_prefix_names_the_fix(name, tmp_path):
+    src = build(name)
+    sd = prefixed(src)
+    sd['head.layers.head.weight'] = torch.zeros(10, 32)  # a classifier ckpt
+    path = save(tmp_path, sd)
+    model = build(name, init_cfg=pretrained(path))
+    with pytest.raises(ValueError, match=r"add prefix='backbone\.'"):
+        model.init_weights()
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_foreign_checkpoint_is_refused(name, tmp_path):
+    """A real torchvision ResNet-18 state dict loads nothing: an error."""
+    path = save(tmp_path, torchvision.models.resnet18().state_dict())
+    model = build(name, init_cfg=pretrained(path))
+    with pytest.raises(RuntimeError, match='loaded 0 of 1') as err:
+        model.init_weights()
+    assert 'partly random' in str(err.value)
+    assert 'conv1.weight' in str(err.value)
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_other_arch_is_a_size_mismatch(name, tmp_path):
+    """A 32-wide ('T') checkpoint into a 48-wide ('S') model."""
+    path = save(tmp_path, prefixed(build(name)))
+    model = build(
+        name, arch=WIDE, init_cfg=pretrained(path, prefix='backbone.'))
+    with pytest.raises(RuntimeError, match='another shape') as err:
+        model.init_weights()
+    assert 'size mismatch for' in str(err.value)
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_pos_embed_is_still_resized_on_load(name, tmp_path):
+    torch.manual_seed(0)
+    src = build(name)
+    src.init_weights()
+    path = save(tmp_path, prefixed(src))
+    model = build(
+        name, img_size=64, init_cfg=pretrained(path, prefix='backbone.'))
+    model.init_weights()  # 2x2 grid -> 4x4 grid, no error
+    assert model.pos_embed.shape[1] == model.num_extra_tokens + 16
+    torch.testing.assert_close(model.state_dict()['cls_token'],
+                               src.state_dict()['cls_token'])
+
+
+def test_plain_vit_into_locat_only_gaug_is_new(tmp_path):
+    torch.manual_seed(0)
+    plain = build('locat', gaug=False)
+    plain.init_weights()
+    path = save(tmp_path, prefixed(plain))
+    model = build('locat', init_cfg=pretrained(path, prefix='backbone.'))
+    model.init_weights()
+    for key, value in plain.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value)
+    # a checkpoint with some GAug weights must have all of them
+    sd = prefixed(build('locat'))
+    del sd['backbone.layers.1.attn.gaug.log_var.weight']
+    path = save(tmp_path, sd, 'half.pth')
+    model = build('locat', init_cfg=pretrained(path, prefix='backbone.'))
+    with pytest.raises(RuntimeError, match='layers.1.attn.gaug.log_var'):
+        model.init_weights()
+    # nothing else may be new: LaStViT has no new keys
+    path = save(tmp_path, prefixed(plain), 'plain.pth')
+    sd = prefixed(build('last'))
+    del sd['backbone.ln1.weight']
+    model = build(
+        'last',
+        init_cfg=pretrained(save(tmp_path, sd, 'l.pth'), prefix='backbone.'))
+    with pytest.raises(RuntimeError, match='ln1.weight'):
+        model.init_weights()
+
+
+def test_bad_pretrained_cfgs(tmp_path):
+    with pytest.raises(FileNotFoundError, match='no/such.pth'):
+        build('locat', init_cfg=pretrained('no/such.pth')).init_weights()
+    path = save(tmp_path, prefixed(build('locat')))
+    with pytest.raises(ValueError, match='unknown init_cfg'):
+        build('locat', init_cfg=pretrained(path, strict=False)).init_weights()
+    with pytest.raises(ValueError, match="starts with 'head.'"):
+        build('locat', init_cfg=pretrained(path, prefix='head')).init_weights()
+
+
+# ---------------------------------------------------------------- arguments
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_out_indices_validated(name):
+    model = build(name, out_type='featmap', out_indices=(0, -1))
+    assert list(model.out_indices) == [0, 2]
+    assert len(model.eval()(torch.randn(1, 3, 32, 32))) == 2
+    for bad, match in [((3, ), 'out of range'), ((-4, ), 'out of range'),
+                       ((2, 2), 'twice'), ((1, -2), 'twice'),
+                       ((2, 0), 'increasing'), ((), 'empty')]:
+        with pytest.raises(ValueError, match=match):
+            build(name, out_type='featmap', out_indices=bad)
+    with pytest.raises(TypeError, match='ints'):
+        build(name, out_indices=(1.0, ))
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_frozen_stages_bounded(name):
+    model = build(name, frozen_stages=3)
+    assert not any(p.requires_grad for p in model.layers.parameters())
+    for bad in (4, 99, -2):
+        with pytest.raises(ValueError, match='frozen_stages'):
+            build(name, frozen_stages=bad)
+
+
+# ------------------------------------------------------------------- inputs
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_empty_and_malformed_batches(name):
+    model = build(name).eval()
+    with pytest.raises(ValueError, match=r'empty batch of shape \(0, 3'):
+        model(torch.randn(0, 3, 32, 32))
+    with pytest.raises(ValueError, match=r'empty batch'):
+        model.train()(torch.randn(2, 3, 0, 32))
+    with pytest.raises(ValueError, match='3-D input'):
+        model(torch.randn(3, 32, 32))
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_non_finite_input_eval_error_train_passes(name):
+    model = build(name).eval()
+    x = torch.randn(2, 3, 32, 32)
+    x[1, 0, 5, 7] = float('nan')
+    x[0, 2, 0, 0] = float('inf')
+    with pytest.raises(ValueError) as err:
+        with torch.no_grad():
+            model(x)
+    message = str(err.value)
+    assert '2 NaN/inf' in message and '(2, 3, 32, 32)' in message
+    assert 'input' in message
+    # training: no check, no host sync; the loss / AMP scaler sees the NaN
+    # (dense outputs: LazyStrike pooling has its own token check)
+    model = build(name, out_type='featmap').train()
+    out = model(x)[0]
+    assert not torch.isfinite(out).all()
+
+
+def test_locat_eval_no_longer_silently_nan():
+    model = build('locat').eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.isfinite(model(x)[0]).all()
+    x[0, 0, 0, 0] = float('nan')
+    with pytest.raises(ValueError, match='non-finite input'):
+        with torch.no_grad():
+            model(x)
+
+
+def test_drill_cases_with_the_real_archs(tmp_path):
+    """The issue's drill with the shipped aliases (12 blocks, T vs S)."""
+    for bad, match in [(12, r'12 is out of range for 12 blocks'),
+                       ((11, 11), 'twice'), ((8, 2), r'write \(2, 8\)')]:
+        with pytest.raises(ValueError, match=match):
+            LocAtViT('t', out_type='featmap', out_indices=bad)
+    with pytest.raises(ValueError, match='frozen_stages=99'):
+        LocAtViT('t', frozen_stages=99)
+    path = save(tmp_path, prefixed(LocAtViT('t')))
+    model = LocAtViT('s', init_cfg=pretrained(path, prefix='backbone.'))
+    with pytest.raises(RuntimeError, match='have another shape'):
+        model.init_weights()
+    model = LocAtViT('t', init_cfg=pretrained(path))
+    with pytest.raises(ValueError, match=r"of the 198 keys .* add prefix="):
+        model.init_weights()

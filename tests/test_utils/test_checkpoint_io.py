@@ -1,0 +1,217 @@
+"""Bad checkpoint files: content sniffing and the converters' error path.
+
+Every converter gets every kind of bad file and must answer with one line
+``NAME: error: ...`` on stderr and exit status 2, never a traceback.
+"""
+import os
+import os.path as osp
+import pickle
+import runpy
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from mmlocat.utils.checkpoint_io import (read_state_dict, save_checkpoint,
+                                         sniff_checkpoint)
+
+CONVERTERS = ('locat2mmlocat', 'lastvit2mmlocat', 'clip2mmlocat',
+              'eva2mmlocat', 'dino2mmlocat')
+
+
+def converter_args(script: str) -> list:
+    """Options a converter requires besides SRC DST (clip2mmlocat's
+    activation, where the script has that option)."""
+    with open(script) as f:
+        source = f.read()
+    if osp.basename(script) == 'clip2mmlocat.py' and "'--act'" in source:
+        return ['--act', 'quick_gelu']
+    return []
+
+
+def _tensors() -> dict:
+    return {'w': torch.arange(6.).reshape(2, 3), 'b': torch.ones(3)}
+
+
+def _torch_zip(path: str, obj=None) -> str:
+    torch.save(_tensors() if obj is None else obj, path)
+    return path
+
+
+def _truncate(path: str, keep: float = 0.5) -> str:
+    with open(path, 'rb') as f:
+        data = f.read()
+    with open(path, 'wb') as f:
+        f.write(data[:int(len(data) * keep)])
+    return path
+
+
+def _write(path: str, data: bytes) -> str:
+    with open(path, 'wb') as f:
+        f.write(data)
+    return path
+
+
+def _torchscript(path: str) -> str:
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), path)
+    return path
+
+
+def _nan(path: str) -> str:
+    tensors = _tensors()
+    tensors['w'][0, 1] = float('nan')
+    tensors['b'][2] = float('inf')
+    return _torch_zip(path, tensors)
+
+
+class _Foreign:  # an object outside torch's weights-only allow-list
+    pass
+
+
+# kind -> (file name, writer, phrase the error must contain)
+BAD_FILES = {
+    'missing': ('nope.pth', None, 'not found'),
+    'directory': ('a_dir.pth', 'dir', 'directory'),
+    'empty_pth': ('empty.pth', lambda p: _write(p, b''), 'empty (0 bytes)'),
+    'empty_safetensors':
+    ('empty.safetensors', lambda p: _write(p, b''), 'empty (0 bytes)'),
+    'random_bytes': ('noise.pth', lambda p: _write(p, bytes(range(7, 71))),
+                     'not a checkpoint'),
+    'text': ('readme.safetensors', lambda p: _write(p, b'hello world\n' * 4),
+             'not a checkpoint'),
+    'truncated_torch': ('cut.pth', lambda p: _truncate(_torch_zip(p)),
+                        'truncated or corrupt'),
+    'truncated_safetensors':
+    ('cut.safetensors', lambda p: _truncate(_save_safetensors(p), 0.9),
+     'truncated or corrupt'),
+    'corrupt_safetensors_header':
+    ('bad.safetensors',
+     lambda p: _write(p, (10**9).to_bytes(8, 'little') + b'{"a": 1}'),
+     'truncated or corrupt'),
+    'torchscript': ('scripted.pth', _torchscript, 'TorchScript'),
+    'foreign_objects':
+    ('objects.pth', lambda p: _torch_zip(p, {'x': _Foreign()}),
+     'objects other than tensors'),
+    'no_tensors': ('meta.pth', lambda p: _torch_zip(p, {'epoch': 3}),
+                   'does not contain a state dict of tensors'),
+    'nan_weights': ('nan.pth', _nan, 'NaN/inf'),
+}
+
+
+def _save_safetensors(path: str) -> str:
+    save_file(_tensors(), path)
+    return path
+
+
+def _make(tmp_path, kind: str) -> str:
+    name, writer, _ = BAD_FILES[kind]
+    path = str(tmp_path / name)
+    if writer == 'dir':
+        os.mkdir(path)
+    elif writer is not None:
+        writer(path)
+    return path
+
+
+@pytest.mark.parametrize('kind', sorted(BAD_FILES))
+@pytest.mark.parametrize('converter', CONVERTERS)
+def test_every_converter_refuses_every_bad_file(converter, kind, tmp_path,
+                                                repo_root, monkeypatch,
+                                                capsys):
+    if converter == 'clip2mmlocat' and kind == 'torchscript':
+        pytest.skip('clip2mmlocat reads TorchScript (OpenAI CLIP); '
+                    'covered by test_clip_torchscript_with_nan_is_refused')
+    src = _make(tmp_path, kind)
+    dst = str(tmp_path / 'out.pth')
+    script = osp.join(repo_root, 'tools', 'model_converters',
+                      f'{converter}.py')
+    monkeypatch.setattr(sys, 'argv',
+                        [script, src, dst, *converter_args(script)])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(script, run_name='__main__')
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f'{converter}: error: '), err
+    assert BAD_FILES[kind][2] in lines[0], err
+    assert 'Traceback' not in err and 'weights_only=False' not in err
+    assert not osp.exists(dst)
+
+
+def test_clip_torchscript_with_nan_is_refused(tmp_path, repo_root,
+                                              subprocess_env):
+    """A real process on a traced open_clip tower with a NaN weight: exit 2,
+    one error line, no traceback, nothing written."""
+    from open_clip.transformer import VisionTransformer
+    torch.manual_seed(0)
+    tower = VisionTransformer(
+        image_size=32,
+        patch_size=16,
+        width=32,
+        layers=1,
+        heads=2,
+        mlp_ratio=2.0,
+        output_dim=16).eval()
+    traced = torch.jit.trace(
+        tower, torch.randn(1, 3, 32, 32), check_trace=False)
+    with torch.no_grad():
+        traced.conv1.weight[0, 0, 0, 0] = float('nan')
+    src = str(tmp_path / 'ViT-B-16.pt')
+    torch.jit.save(traced, src)
+    dst = str(tmp_path / 'out.pth')
+    script = osp.join(repo_root, 'tools', 'model_converters',
+                      'clip2mmlocat.py')
+    proc = subprocess.run(
+        [sys.executable, script, src, dst, *converter_args(script)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env)
+    assert proc.returncode == 2, proc.stderr
+    errors = [
+        line for line in proc.stderr.splitlines()
+        if line.startswith('clip2mmlocat: error: ')
+    ]
+    assert len(errors) == 1, proc.stderr
+    assert 'NaN/inf' in errors[0], proc.stderr
+    assert 'patch_embed.projection.weight' in errors[0], proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert not osp.exists(dst)
+
+
+@pytest.mark.parametrize('name',
+                         ['weights.safetensors', 'weights.pth', 'weights.bin'])
+@pytest.mark.parametrize('fmt', ['torch-zip', 'safetensors', 'legacy'])
+def test_content_decides_not_the_name(fmt, name, tmp_path):
+    path = str(tmp_path / name)
+    if fmt == 'safetensors':
+        _save_safetensors(path)
+    elif fmt == 'legacy':
+        torch.save(_tensors(), path, _use_new_zipfile_serialization=False)
+    else:
+        _torch_zip(path, dict(state_dict=_tensors(), meta={}))
+    assert sniff_checkpoint(path) == {'legacy': 'torch-legacy'}.get(fmt, fmt)
+    loaded = read_state_dict(path)
+    assert sorted(loaded) == ['b', 'w']
+    torch.testing.assert_close(loaded['w'], _tensors()['w'])
+
+
+def test_sniff_torchscript_and_legacy_pickle(tmp_path):
+    assert sniff_checkpoint(_torchscript(str(tmp_path / 'a.pt'))) == \
+        'torchscript'
+    plain = str(tmp_path / 'plain.pkl')
+    with open(plain, 'wb') as f:
+        pickle.dump({'w': 1}, f)  # a pickle, but not one torch wrote
+    with pytest.raises(ValueError, match='not a checkpoint'):
+        sniff_checkpoint(plain)
+
+
+def test_save_checkpoint_refuses_non_finite(tmp_path):
+    path = str(tmp_path / 'out.pth')
+    with pytest.raises(ValueError, match=r'NaN/inf values in 1 tensor'):
+        save_checkpoint({'w': torch.tensor([1., float('inf')])}, path)
+    assert not osp.exists(path)
+    save_checkpoint({'w': torch.ones(2), 'n': torch.arange(3)}, path)
+    assert read_state_dict(path)['n'].tolist() == [0, 1, 2]
