@@ -23,7 +23,7 @@ from mmlocat.registry import MODELS
 from .clip_vit import CLIPViT
 from .eva02_clip_layers import EVA02CLIPLayer, RopeTable, eva_rope_table
 from .last_vit import LaStViT
-from .vit_checks import check_input_batch
+from .vit_checks import check_input_batch, finite_checks_on
 
 __all__ = ['EVA02CLIPViT']
 
@@ -187,7 +187,7 @@ class EVA02CLIPViT(LaStViT):
     def _encode(self, x: Tensor,
                 indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
         """As :meth:`LaStViT._encode`, with RoPE for the input's grid."""
-        check_input_batch(x, self.training, type(self).__name__)
+        check_input_batch(x, finite_checks_on(self), type(self).__name__)
         batch = x.shape[0]
         x, hw = self.patch_embed(x)
         x = torch.cat((self.cls_token.expand(batch, -1, -1), x), dim=1)

@@ -18,8 +18,8 @@ from mmlocat.registry import MODELS
 from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
 from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
-                         check_input_batch, validate_frozen_stages,
-                         validate_out_indices)
+                         check_input_batch, finite_checks_on,
+                         validate_frozen_stages, validate_out_indices)
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
@@ -75,6 +75,10 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
     POOLINGS = ('lazy_strike', 'cls')
     SCORE_QUERIES = ('global', 'cls')
     POS_EMBED_RESAMPLES = ('host', 'dino')
+    #: NaN / inf check of the input batch, LazyStrike and patch score (one
+    #: host sync): None follows eval mode; a bool forces it (see
+    #: ``vit_checks.finite_checks_on``).
+    check_finite: Optional[bool] = None
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -154,7 +158,7 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
         Returns:
             The kept ``(B, L, C)`` token sequences and the patch grid.
         """
-        check_input_batch(x, self.training, type(self).__name__)
+        check_input_batch(x, finite_checks_on(self), type(self).__name__)
         batch = x.shape[0]
         x, hw = self.patch_embed(x)
         if self.cls_token is not None:
@@ -197,7 +201,9 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
         """The ``(B, C)`` global token of a ``(B, L, C)`` token sequence."""
         if self.pooling == 'cls':
             return tokens[:, 0]
-        return self.lazy_strike(tokens[:, self.num_extra_tokens:]).pooled
+        return self.lazy_strike(
+            tokens[:, self.num_extra_tokens:],
+            check_finite=finite_checks_on(self)).pooled
 
     def embed_global(self, token: Tensor) -> Tensor:
         """Map the global token to the output space (identity here; CLIP
@@ -221,13 +227,15 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
         """
         (tokens, ), hw = self._encode(x, [len(self.layers) - 1])
         patches = tokens[:, self.num_extra_tokens:]
-        result = self.lazy_strike(patches)
+        check = finite_checks_on(self)
+        result = self.lazy_strike(patches, check_finite=check)
         pooled = tokens[:, 0] if self.pooling == 'cls' else result.pooled
         query = tokens[:, 0] if self.score_query == 'cls' else pooled
         batch, _, channels = patches.shape
+        score = patch_score(patches, query, check_finite=check)
         return dict(
             global_token=pooled,
-            patch_score=patch_score(patches, query).reshape(batch, 1, *hw),
+            patch_score=score.reshape(batch, 1, *hw),
             vote_map=result.votes.reshape(batch, 1, *hw),
             featmap=patches.reshape(batch, *hw, channels).permute(0, 3, 1, 2))
 

@@ -21,8 +21,8 @@ from mmlocat.registry import MODELS
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer
 from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
-                         check_input_batch, validate_frozen_stages,
-                         validate_out_indices)
+                         check_input_batch, finite_checks_on,
+                         validate_frozen_stages, validate_out_indices)
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
@@ -171,6 +171,9 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
     }
     POOLINGS = ('cls', 'gap')
     NEW_KEY_GROUPS = ('attn.gaug.', )
+    #: NaN / inf check of the input batch (one host sync): None follows
+    #: eval mode; a bool forces it (see ``vit_checks.finite_checks_on``).
+    check_finite: Optional[bool] = None
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -368,7 +371,7 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Forward images (B, C, H, W); returns one output per index."""
-        check_input_batch(x, self.training, type(self).__name__)
+        check_input_batch(x, finite_checks_on(self), type(self).__name__)
         batch = x.shape[0]
         x, hw = self.patch_embed(x)
         hw = tuple(hw)

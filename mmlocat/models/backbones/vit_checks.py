@@ -25,7 +25,7 @@ from mmlocat.utils.pretrained import is_pretrained_cfg, load_pretrained
 
 __all__ = [
     'arch_num_layers', 'validate_out_indices', 'validate_frozen_stages',
-    'check_input_batch', 'StrictPretrainedMixin'
+    'finite_checks_on', 'check_input_batch', 'StrictPretrainedMixin'
 ]
 
 
@@ -97,21 +97,35 @@ def validate_frozen_stages(frozen_stages: int, num_layers: int) -> int:
     return frozen_stages
 
 
+def finite_checks_on(backbone: torch.nn.Module) -> bool:
+    """Whether ``backbone`` checks its data for NaN / inf (a host sync).
+
+    The backbone's ``check_finite`` attribute if it is a bool, else (None,
+    the default) eval mode: ``not backbone.training``. The same decision is
+    passed to the backbone's LazyStrike / patch-score layers. A detector
+    that trains on a frozen backbone kept in eval mode (F-ViT) sets
+    ``check_finite=False`` while it trains, so training never syncs.
+    """
+    check = getattr(backbone, 'check_finite', None)
+    return (not backbone.training) if check is None else bool(check)
+
+
 def check_input_batch(x: torch.Tensor,
-                      training: bool,
+                      check_finite: bool,
                       name: str = 'backbone') -> None:
     """Refuse a batch the backbone cannot process meaningfully.
 
-    Shape checks are free (no host sync); the finiteness check runs only in
-    eval mode and not while tracing or compiling.
+    Shape checks are free (no host sync); the finiteness check runs only
+    when ``check_finite`` (see :func:`finite_checks_on`) and not while
+    tracing or compiling.
 
     Args:
         x: Input images ``(B, C, H, W)``.
-        training: The module's training flag.
+        check_finite: Check for NaN / inf values (one host sync).
         name: Backbone name for messages.
 
     Raises:
-        ValueError: On a non-4-D input, an empty batch or (eval) NaN / inf
+        ValueError: On a non-4-D input, an empty batch or (checked) NaN / inf
             values; the message names the batch shape and the count.
     """
     if x.dim() != 4:
@@ -120,7 +134,7 @@ def check_input_batch(x: torch.Tensor,
     if 0 in x.shape:
         raise ValueError(f'{name} got an empty batch of shape '
                          f'{tuple(x.shape)}: every dimension must be > 0')
-    if training or not x.is_floating_point():
+    if not check_finite or not x.is_floating_point():
         return
     if torch.jit.is_tracing() or torch.compiler.is_compiling():
         return

@@ -88,6 +88,7 @@ class FViT(TwoStageDetector):
             init_cfg=init_cfg)
         self.backbone.requires_grad_(False)
         self.backbone.eval()
+        self._set_backbone_checks()
         self.vlm_fusion = vlm_fusion
         self.value_path_tap = (
             last_tap == 'value_path'
@@ -164,7 +165,13 @@ class FViT(TwoStageDetector):
         """Set the mode; the frozen backbone always stays in eval mode."""
         super().train(mode)
         self.backbone.eval()
+        self._set_backbone_checks()
         return self
+
+    def _set_backbone_checks(self) -> None:
+        """The non-finite policy follows the detector, not the (always
+        eval) backbone: no check, hence no host sync, while training."""
+        self.backbone.check_finite = False if self.training else None
 
     def run_backbone(self,
                      batch_inputs: Tensor,

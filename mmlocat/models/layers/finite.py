@@ -1,12 +1,15 @@
 """The eval-time finiteness check of the pooling / scoring layers.
 
-Policy (shared with the backbones' input check): in training nothing is
+Policy (the same as the backbones' input check): in training nothing is
 checked -- a check is a host sync on every step, and a non-finite value
 reaching the loss is what the AMP loss scaler (mmengine's
 ``AmpOptimWrapper``) skips a step for. In inference one check per call (one
 host sync) raises an error that says *where* the value came from: already
 in the layer's inputs, or arising inside the layer from finite inputs.
-Pure torch: no OpenMMLab import.
+A backbone passes its own decision to its layers explicitly (see
+``mmlocat.models.backbones.vit_checks.finite_checks_on``); ``None`` is for
+a layer called on its own. Never while tracing or compiling (a check would
+break the graph). Pure torch: no OpenMMLab import.
 """
 from typing import Dict, Optional
 
@@ -20,10 +23,13 @@ def should_check_finite(check_finite: Optional[bool]) -> bool:
     """``check_finite``, or for ``None`` whether autograd is off.
 
     Autograd off is the inference signal a stateless layer can see: the
-    hosts' val / test loops run under :func:`torch.no_grad`, every training
-    forward records gradients (a frozen backbone's too, whatever its
-    ``training`` flag says).
+    hosts' val / test loops run under :func:`torch.no_grad`. (A frozen
+    backbone also runs under ``no_grad`` while a detector trains, which is
+    why backbones decide for their layers and pass a bool.) Always False
+    while tracing or compiling.
     """
+    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return False
     if check_finite is None:
         return not torch.is_grad_enabled()
     return bool(check_finite)

@@ -231,10 +231,13 @@ class LazyStrikePool(nn.Module):
         self.window = window
         self.eps = eps
 
-    def forward(self, x: Tensor) -> LazyStrikeOutput:
-        """Pool ``(B, N, D)`` patch tokens."""
+    def forward(self,
+                x: Tensor,
+                check_finite: Optional[bool] = None) -> LazyStrikeOutput:
+        """Pool ``(B, N, D)`` patch tokens (``check_finite``: see
+        :func:`lazy_strike_pool`)."""
         return lazy_strike_pool(x, self.topk, self.topk_ratio, self.score,
-                                self.window, self.eps)
+                                self.window, self.eps, check_finite)
 
     def extra_repr(self) -> str:
         k = (f'topk_ratio={self.topk_ratio}'

@@ -11,6 +11,7 @@ import torchvision
 
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
+from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
 
 ARCH = dict(embed_dims=32, num_layers=3, num_heads=2, feedforward_channels=64)
 WIDE = dict(ARCH, embed_dims=48, feedforward_channels=96)
@@ -187,10 +188,31 @@ def test_non_finite_input_eval_error_train_passes(name):
     assert '2 NaN/inf' in message and '(2, 3, 32, 32)' in message
     assert 'input' in message
     # training: no check, no host sync; the loss / AMP scaler sees the NaN
-    # (dense outputs: LazyStrike pooling has its own token check)
-    model = build(name, out_type='featmap').train()
-    out = model(x)[0]
+    # (the default output, LazyStrike-pooled for the LaSt family, too)
+    for out_type in ('featmap', None):
+        kwargs = {} if out_type is None else dict(out_type=out_type)
+        model = build(name, **kwargs).train()
+        out = model(x)[0]
+        assert not torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_check_finite_attribute_overrides_eval_mode(name):
+    """A frozen backbone kept in eval mode while a detector trains (F-ViT
+    sets ``check_finite=False``): no error and no host sync, LazyStrike's
+    pooling included; ``True`` checks in training too."""
+    model = build(name).eval()
+    x = torch.randn(2, 3, 32, 32)
+    x[1, 0, 5, 7] = float('nan')
+    model.check_finite = False
+    with torch.no_grad(), SyncCounter() as counter:
+        out = model(x)[0]
+    assert counter.syncs == []
     assert not torch.isfinite(out).all()
+    model.check_finite = True
+    model.train()
+    with pytest.raises(ValueError, match='non-finite input'):
+        model(x)
 
 
 def test_locat_eval_no_longer_silently_nan():

@@ -71,6 +71,12 @@ def test_frozen_backbone_and_loss(emb):
     model.train()
     assert not model.backbone.training
     assert model.neck.training and model.roi_head.training
+    # the non-finite policy follows the detector: no backbone check (no
+    # host sync) while training, the eval-mode check while testing
+    assert model.backbone.check_finite is False
+    model.eval()
+    assert model.backbone.check_finite is None
+    model.train()
     assert not any(p.requires_grad for p in model.backbone.parameters())
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     data = _batch(model, labels=(1, 0))  # 'car', 'cat' in the base space

@@ -5,30 +5,11 @@ of a value -- ``item``, ``bool``, ``tolist``, ``numpy`` -- raises), and in
 inference one check with an error that says where the value came from."""
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from mmlocat.models.backbones import LocAtViT
 from mmlocat.models.layers import lazy_strike_pool, patch_score
 from mmlocat.models.layers.finite import check_finite, should_check_finite
-
-# Ops that copy a value to the host (item / bool / float / `if tensor`) or
-# whose output shape depends on the data (a sync on CUDA).
-SYNC_OPS = ('_local_scalar_dense', 'nonzero', 'masked_select', 'unique',
-            'repeat_interleave.Tensor', 'equal', 'allclose')
-
-
-class SyncCounter(TorchDispatchMode):
-    """Records every dispatched op that syncs the host."""
-
-    def __init__(self):
-        super().__init__()
-        self.syncs = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func)
-        if any(op in name for op in SYNC_OPS):
-            self.syncs.append(name)
-        return func(*args, **(kwargs or {}))
+from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
 
 
 def lazy_and_score(tokens, **kwargs):
