@@ -11,6 +11,7 @@ import os.path as osp
 import pprint
 import subprocess
 import sys
+from typing import Optional
 
 HERE = osp.dirname(osp.abspath(__file__))
 
@@ -24,7 +25,8 @@ def write_tiny_cls_config(path: str,
                           batch_size: int,
                           num_workers: int = 0,
                           random_train: bool = True,
-                          checkpoint_interval: int = 0) -> str:
+                          checkpoint_interval: int = 0,
+                          optimizer: Optional[dict] = None) -> str:
     """Write the derived config to ``path`` and return ``path``.
 
     Args:
@@ -35,6 +37,7 @@ def write_tiny_cls_config(path: str,
             cross-process comparisons.
         checkpoint_interval: Iterations between checkpoints (0: only at
             the end).
+        optimizer: The optimizer config (default AdamW, lr 1e-3).
     """
     if random_train:
         pipeline = [
@@ -84,7 +87,8 @@ def write_tiny_cls_config(path: str,
         optim_wrapper=dict(
             _delete_=True,
             type='OptimWrapper',
-            optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05),
+            optimizer=optimizer
+            or dict(type='AdamW', lr=1e-3, weight_decay=0.05),
             clip_grad=dict(max_norm=5.0)),
         param_scheduler=[],
         train_cfg=dict(_delete_=True, by_epoch=False, max_iters=iters),
