@@ -36,6 +36,7 @@ def _capture() -> dict:
     )
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state['cuda'] = torch.cuda.get_rng_state_all()
+        state['cuda_device'] = torch.cuda.current_device()
     return state
 
 
@@ -44,14 +45,39 @@ def _restore(state: dict) -> None:
     kind, keys, *rest = state['numpy']
     np.random.set_state((kind, keys.numpy(), *rest))
     torch.set_rng_state(state['torch'])
-    cuda = state.get('cuda')
-    if cuda is not None and torch.cuda.is_available():
-        if len(cuda) != torch.cuda.device_count():
-            raise RuntimeError(
-                f'the checkpoint holds the CUDA generator state of '
-                f'{len(cuda)} device(s), this process sees '
-                f'{torch.cuda.device_count()}')
+    if state.get('cuda') is not None and torch.cuda.is_available():
+        _restore_cuda(state)
+
+
+def _restore_cuda(state: dict) -> None:
+    """Every device's state; on another device count, the one in use.
+
+    The device this process trains on gets the state of the device the
+    saving process trained on (in DDP: rank 0's), so a rank other than 0
+    continues from rank 0's stream instead of from the unused generator
+    of its device index on rank 0. A resume on another node or with other
+    ``CUDA_VISIBLE_DEVICES`` is no error: the other devices keep their
+    state and a warning says so.
+    """
+    cuda = state['cuda']
+    count = torch.cuda.device_count()
+    current = torch.cuda.current_device()
+    saved_device = state.get('cuda_device', current)
+    if len(cuda) == count:
         torch.cuda.set_rng_state_all(cuda)
+    restored = saved_device < len(cuda)
+    if restored:
+        torch.cuda.set_rng_state(cuda[saved_device], current)
+    if len(cuda) != count:
+        what = (f'restored device {current} from saved device '
+                f'{saved_device} only'
+                if restored else 'no CUDA generator state restored')
+        print_log(
+            f'RNGStateHook: the checkpoint holds the CUDA generator state '
+            f'of {len(cuda)} device(s), this process sees {count}; {what}; '
+            'the resumed run will not be bit-identical',
+            logger='current',
+            level=logging.WARNING)
 
 
 def _loader_info(runner) -> dict:
@@ -72,6 +98,12 @@ def _loader_info(runner) -> dict:
         seed=seed,
         world_size=runner.world_size,
     )
+
+
+def _diff_rank_seed(runner) -> bool:
+    cfg = getattr(runner, 'cfg', None)
+    randomness = cfg.get('randomness', {}) if cfg is not None else {}
+    return bool((randomness or {}).get('diff_rank_seed', False))
 
 
 class _RestoreBeforeBatch:
@@ -121,6 +153,16 @@ class RNGStateHook(Hook):
     ``tools/train.py`` adds it when missing. Exactness also needs
     deterministic kernels (CPU; on CUDA ``randomness=dict(seed=...,
     deterministic=True)``).
+
+    Distributed runs: only rank 0 writes the checkpoint, so on resume every
+    rank gets rank 0's generator states (on CUDA: rank 0's device state on
+    each rank's own device). This is exact when the ranks' generators are
+    alike, i.e. with ``randomness.diff_rank_seed=False`` (mmengine's
+    default), where every rank is seeded alike, as long as the ranks also
+    draw alike (e.g. no per-sample number of draws in main-process
+    augmentation with ``num_workers=0``). With ``diff_rank_seed=True`` the
+    per-rank streams after resume equal rank 0's; the hook warns at resume
+    in that case.
     """
     priority = 'VERY_HIGH'
 
@@ -132,6 +174,8 @@ class RNGStateHook(Hook):
         checkpoint[_KEY] = dict(state=_capture(), data=_loader_info(runner))
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        if not getattr(runner, '_resume', False):
+            return  # load_from: weights only, a fresh random stream
         saved = checkpoint.get(_KEY)
         if saved is None:
             print_log(
@@ -141,8 +185,6 @@ class RNGStateHook(Hook):
                 logger='current',
                 level=logging.WARNING)
             return
-        if not getattr(runner, '_resume', False):
-            return  # load_from: weights only, a fresh random stream
         now = _loader_info(runner)
         changed = {
             k: (v, now.get(k))
@@ -154,6 +196,14 @@ class RNGStateHook(Hook):
                 'RNGStateHook: the data stream differs from the checkpoint '
                 f'(saved, now): {changed}; the resumed run will not be '
                 'bit-identical',
+                logger='current',
+                level=logging.WARNING)
+        if runner.world_size > 1 and _diff_rank_seed(runner):
+            print_log(
+                'RNGStateHook: randomness.diff_rank_seed=True, but the '
+                'checkpoint (written by rank 0) holds rank 0\'s generator '
+                'states only; after resume every rank continues rank 0\'s '
+                'streams, so the resumed run will not be bit-identical',
                 logger='current',
                 level=logging.WARNING)
         self._pending = saved['state']
