@@ -36,9 +36,35 @@ _INIT_CFG_KEYS = ('type', 'checkpoint', 'prefix', 'map_location',
                   'allowed_missing')
 
 
+def _is_pretrained_type(init_type) -> bool:
+    """``'Pretrained'``, a scoped name of it or mmengine's class."""
+    if isinstance(init_type, type):
+        return init_type.__name__ == 'PretrainedInit'
+    return str(init_type).split('.')[-1] == 'Pretrained'
+
+
 def is_pretrained_cfg(init_cfg) -> bool:
-    """Whether ``init_cfg`` is one ``dict(type='Pretrained', ...)``."""
-    return isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained'
+    """Whether ``init_cfg`` is one ``dict(type='Pretrained', ...)``.
+
+    ``type`` may be scoped (``'mmengine.Pretrained'``) or mmengine's
+    ``PretrainedInit`` class. A list that contains a ``Pretrained`` entry
+    is refused: mmengine would load it with its lenient loader, and a
+    random-init entry after it would overwrite the loaded weights.
+
+    Raises:
+        ValueError: For a list ``init_cfg`` with a ``Pretrained`` entry.
+    """
+    if isinstance(init_cfg, (list, tuple)):
+        if any(
+                isinstance(c, dict) and _is_pretrained_type(c.get('type'))
+                for c in init_cfg):
+            raise ValueError(
+                'init_cfg is a list with a Pretrained entry; give the '
+                'Pretrained dict alone (mmlocat loads it strictly): '
+                f'{init_cfg!r}')
+        return False
+    return isinstance(init_cfg, dict) and _is_pretrained_type(
+        init_cfg.get('type'))
 
 
 def read_checkpoint(checkpoint: str) -> 'OrderedDict[str, torch.Tensor]':

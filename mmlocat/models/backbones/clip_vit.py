@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import read_checkpoint_meta
 from .last_vit import LaStViT
 
@@ -29,7 +30,7 @@ ACTIVATIONS = dict(
 
 
 def _checkpoint_of(init_cfg) -> Optional[str]:
-    if isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained':
+    if is_pretrained_cfg(init_cfg):
         return init_cfg.get('checkpoint')
     return None
 
@@ -105,7 +106,12 @@ class CLIPViT(LaStViT):
             if key in kwargs and not kwargs[key]:
                 raise ValueError(f'CLIPViT needs {key}=True')
         if act is None:
-            act = recorded_act(kwargs.get('init_cfg')) or 'quick_gelu'
+            # mmseg injects ``pretrained=``, turned into init_cfg by LaStViT
+            init_cfg = kwargs.get('init_cfg')
+            if kwargs.get('pretrained') is not None:
+                init_cfg = dict(
+                    type='Pretrained', checkpoint=kwargs['pretrained'])
+            act = recorded_act(init_cfg) or 'quick_gelu'
         if act not in ACTIVATIONS:
             raise ValueError(f'act must be one of {sorted(ACTIVATIONS)}, got '
                              f'{act!r}')

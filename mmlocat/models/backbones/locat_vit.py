@@ -18,6 +18,7 @@ from mmpretrain.models.backbones import VisionTransformer
 from torch import nn
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.pretrained import is_pretrained_cfg
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer
 from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
@@ -301,10 +302,7 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
         if init_weights_with_scheme(self, super().init_weights):
             return
         super().init_weights()
-        pretrained = (
-            isinstance(self.init_cfg, dict)
-            and self.init_cfg.get('type') == 'Pretrained')
-        if not pretrained and self.reg_token is not None:
+        if not is_pretrained_cfg(self.init_cfg) and self.reg_token is not None:
             nn.init.normal_(self.reg_token, std=1e-6)
 
     def _prepare_pos_embed(self, state_dict: dict, prefix: str, *args,

@@ -168,7 +168,8 @@ def _scheme_of(init_cfg) -> Optional[Callable[[nn.Module], None]]:
     """The scheme named by ``init_cfg``, or None for any other config."""
     cfgs = init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]
     names = [
-        c.get('type', '').split('.')[-1] for c in cfgs if isinstance(c, dict)
+        str(c.get('type', '')).split('.')[-1] for c in cfgs
+        if isinstance(c, dict)
     ]
     if not any(n in INIT_SCHEMES for n in names):
         return None

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from mmlocat.datasets.text_embeddings import read_text_model
 from mmlocat.registry import MODELS
+from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_same_clip, read_checkpoint_meta
 
 __all__ = ['FViT']
@@ -154,8 +155,8 @@ class FViT(TwoStageDetector):
         init_cfg = backbone_cfg.get('init_cfg') if isinstance(
             backbone_cfg, dict) else None
         checkpoint = (
-            init_cfg.get('checkpoint') if isinstance(init_cfg, dict)
-            and init_cfg.get('type') == 'Pretrained' else None)
+            init_cfg.get('checkpoint')
+            if is_pretrained_cfg(init_cfg) else None)
         if checkpoint:
             image_model = read_checkpoint_meta(checkpoint).get('clip', {})
             check_same_clip(

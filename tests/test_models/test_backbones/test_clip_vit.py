@@ -307,6 +307,8 @@ def test_activation_option_and_checkpoint_record(reference, tmp_path):
     follows = clip_vit(init_cfg=init_cfg)
     assert follows.act == 'gelu'
     assert type(follows.layers[1].ffn.layers[0][1]) is nn.GELU
+    # ... also when mmseg injects the checkpoint as ``pretrained=``
+    assert clip_vit(pretrained=path).act == 'gelu'
     # ... and an explicit other activation is refused when loading.
     wrong = clip_vit(act='quick_gelu', init_cfg=init_cfg)
     with pytest.raises(

@@ -137,6 +137,16 @@ def test_bad_pretrained_cfgs(tmp_path):
         build('locat', init_cfg=pretrained(path, strict=False)).init_weights()
     with pytest.raises(ValueError, match="starts with 'head.'"):
         build('locat', init_cfg=pretrained(path, prefix='head')).init_weights()
+    # scoped / class spellings of Pretrained are strict too, and a list
+    # holding a Pretrained entry (mmengine's lenient loader) is refused
+    from mmengine.model.weight_init import PretrainedInit
+    for init_type in ('mmengine.Pretrained', PretrainedInit):
+        cfg = dict(pretrained(path), type=init_type)
+        with pytest.raises(ValueError, match="add prefix='backbone.'"):
+            build('locat', init_cfg=cfg).init_weights()
+    listed = [pretrained(path), dict(type='Constant', val=0, layer='Linear')]
+    with pytest.raises(ValueError, match='list with a Pretrained entry'):
+        build('locat', init_cfg=listed).init_weights()
 
 
 # ---------------------------------------------------------------- arguments
