@@ -9,9 +9,10 @@ The target is an mmpretrain ``ImageClassifier`` with a
 * mmpretrain format: an ``ImageClassifier`` (``backbone.*``) or a bare
   ``VisionTransformer`` state dict (``layers.*``), already in our names.
 
-A plain ViT has no GAug weights: load the result with
-``load_state_dict_reported(model, sd, allowed_missing=('attn.gaug.',))`` so
-they are reported as newly initialised and nothing else may be missing.
+A plain ViT has no GAug weights: the backbone's strict ``Pretrained``
+loading (``init_cfg=dict(type='Pretrained', checkpoint=..., prefix=
+'backbone.')``, :func:`mmlocat.utils.pretrained.load_pretrained`) reports
+them as newly initialised, and nothing else may be missing.
 """
 import re
 from collections import OrderedDict
