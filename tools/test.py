@@ -12,6 +12,7 @@ mmengine's ``DumpResults``.
 import argparse
 import os
 import os.path as osp
+import sys
 
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
@@ -86,7 +87,9 @@ def main() -> None:
     args = parse_args()
     for path in (args.config, args.checkpoint):
         if not osp.isfile(path):
-            raise FileNotFoundError(f'file not found: {path}')
+            # one line and exit 2, as argparse reports a bad argument
+            print(f'test.py: error: file not found: {path}', file=sys.stderr)
+            sys.exit(2)
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
     if args.cfg_options is not None:

@@ -6,6 +6,7 @@ host; importing mmlocat lets ``type='mmlocat.X'`` resolve.
 import argparse
 import os
 import os.path as osp
+import sys
 
 from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
@@ -49,7 +50,11 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     if not osp.isfile(args.config):
-        raise FileNotFoundError(f'config file not found: {args.config}')
+        # one line and exit 2, as argparse reports a bad argument
+        print(
+            f'train.py: error: config file not found: {args.config}',
+            file=sys.stderr)
+        sys.exit(2)
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
