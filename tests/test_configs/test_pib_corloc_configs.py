@@ -16,6 +16,7 @@ def test_config_loads_and_builds(name, repo_root):
     assert cfg.default_scope == 'mmpretrain'
     assert cfg.custom_imports['imports'] == ['mmlocat']
     assert cfg.model.type == 'mmlocat.PatchScoreClassifier'
+    assert 'ViTInit' not in str(cfg.model.backbone.get('init_cfg'))
     metric_types = [m['type'] for m in cfg.test_evaluator]
     expected_metric = 'mmlocat.CorLoc' if 'corloc' in name else (
         'mmlocat.PointInBox')

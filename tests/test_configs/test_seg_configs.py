@@ -99,6 +99,9 @@ def test_config_loads_and_model_builds(name):
     assert cfg.default_scope == 'mmseg'
     assert cfg.model.type == 'EncoderDecoder'
     assert cfg.model.backbone.type in ('mmlocat.LocAtViT', 'mmlocat.LaStViT')
+    # dense recipes start from checkpoints, never from an init scheme
+    # (merged config: a scheme inherited through _base_ counts too)
+    assert 'ViTInit' not in str(cfg.model.backbone.get('init_cfg'))
     with DefaultScope.overwrite_default_scope('mmseg'):
         model = MODELS.build(tiny_model(cfg)).eval()
     with torch.no_grad():
