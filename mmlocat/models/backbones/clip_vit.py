@@ -10,10 +10,12 @@ open_clip models) MLPs, ``ln_post`` and an output projection. The global
 token is pooled after ``ln_post`` and then projected.
 """
 import copy
+import logging
 from typing import Dict, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from mmengine.logging import print_log
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
@@ -111,7 +113,15 @@ class CLIPViT(LaStViT):
             if kwargs.get('pretrained') is not None:
                 init_cfg = dict(
                     type='Pretrained', checkpoint=kwargs['pretrained'])
-            act = recorded_act(init_cfg) or 'quick_gelu'
+            act = recorded_act(init_cfg)
+            if act is None:
+                act = 'quick_gelu'
+                print_log(
+                    "CLIPViT: no converted checkpoint records the MLP "
+                    "activation; using act='quick_gelu' (OpenAI CLIP). "
+                    "open_clip's LAION-trained models need act='gelu'.",
+                    logger='current',
+                    level=logging.INFO)
         if act not in ACTIVATIONS:
             raise ValueError(f'act must be one of {sorted(ACTIVATIONS)}, got '
                              f'{act!r}')

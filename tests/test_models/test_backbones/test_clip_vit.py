@@ -290,6 +290,18 @@ def test_cli_needs_the_activation(reference, tmp_path, repo_root,
         in proc.stderr
 
 
+def test_activation_fallback_is_logged(monkeypatch):
+    """Without a recorded activation CLIPViT says which one it takes."""
+    import mmlocat.models.backbones.clip_vit as module
+    logged = []
+    monkeypatch.setattr(module, 'print_log',
+                        lambda msg, **kwargs: logged.append(msg))
+    assert clip_vit().act == 'quick_gelu'
+    assert len(logged) == 1 and "act='gelu'" in logged[0]
+    clip_vit(act='gelu')
+    assert len(logged) == 1  # an explicit choice is not logged
+
+
 def test_activation_option_and_checkpoint_record(reference, tmp_path):
     gelu = clip_vit(act='gelu')
     assert type(gelu.layers[0].ffn.layers[0][1]) is nn.GELU
