@@ -7,6 +7,8 @@ import logging
 import mmengine.logging
 import pytest
 import torch
+from _gaug_inputs import random_gaug
+from _gaug_inputs import random_qkv as _random_qkv
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 import mmlocat.models.layers.gaug_flex as gaug_flex
@@ -38,19 +40,8 @@ SEQUENCE = [
 EXPECTED_COMPILES = 2
 
 
-def random_gaug(grid, num_prefix, clamp, head_dims=8, seed=0):
-    torch.manual_seed(seed)
-    gaug = GaussianAugment(head_dims, grid, num_prefix, clamp=clamp)
-    with torch.no_grad():  # far from init so every term matters
-        for p in gaug.parameters():
-            p.normal_(0, 0.3)
-    return gaug
-
-
 def random_qkv(gaug, hw, batch=1, heads=2, seed=1):
-    torch.manual_seed(seed)
-    n = gaug.num_prefix_tokens + hw[0] * hw[1]
-    return torch.randn(3, batch, heads, n, gaug.head_dims).unbind(0)
+    return _random_qkv(gaug, hw, batch=batch, heads=heads, seed=seed)
 
 
 @pytest.fixture

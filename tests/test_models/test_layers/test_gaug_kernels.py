@@ -3,12 +3,13 @@ import functools
 
 import pytest
 import torch
+from _gaug_inputs import random_gaug, random_qkv
 
 import mmlocat.models.layers.gaug_kernels as gaug_kernels
 from mmlocat.models.backbones import LocAtViT
-from mmlocat.models.layers import (GAUG_IMPLS, GaussianAugment,
-                                   chunked_gaug_attention, flex_gaug_attention,
-                                   gaug_attention, resolve_gaug_impl)
+from mmlocat.models.layers import (GAUG_IMPLS, chunked_gaug_attention,
+                                   flex_gaug_attention, gaug_attention,
+                                   resolve_gaug_impl)
 
 # float32 round-off of outputs and gradients of O(1) magnitude.
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -24,21 +25,6 @@ CASES = [
     ((3, 3), (6, 8), 5, False),
     ((3, 4), (7, 2), 2, True),
 ]
-
-
-def random_gaug(grid, num_prefix, clamp, head_dims=8, seed=0):
-    torch.manual_seed(seed)
-    gaug = GaussianAugment(head_dims, grid, num_prefix, clamp=clamp)
-    with torch.no_grad():  # far from init so every term matters
-        for p in gaug.parameters():
-            p.normal_(0, 0.3)
-    return gaug
-
-
-def random_qkv(gaug, hw, batch=2, heads=3, seed=1):
-    torch.manual_seed(seed)
-    n = gaug.num_prefix_tokens + hw[0] * hw[1]
-    return torch.randn(3, batch, heads, n, gaug.head_dims).unbind(0)
 
 
 def run(attend, gaug, qkv, hw):
