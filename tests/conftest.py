@@ -26,12 +26,24 @@ def subprocess_env() -> dict:
     return env
 
 
-@pytest.fixture(autouse=True)
-def isolate_default_scope():
-    """Undo ``init_default_scope`` calls of a test (mmengine keeps a global
-    scope; a leaked 'mmpretrain' scope breaks later mmdet builds)."""
+def _scope_kept():
+    """Restore mmengine's global default scopes to what they were."""
     from mmengine.registry import DefaultScope
     before = dict(DefaultScope._instance_dict)
     yield
     DefaultScope._instance_dict.clear()
     DefaultScope._instance_dict.update(before)
+
+
+@pytest.fixture(autouse=True)
+def isolate_default_scope():
+    """Undo ``init_default_scope`` calls of a test (mmengine keeps a global
+    scope; a leaked 'mmpretrain' scope breaks later mmdet builds)."""
+    yield from _scope_kept()
+
+
+@pytest.fixture(autouse=True, scope='module')
+def isolate_default_scope_per_module():
+    """The same around a test module: its module-scoped fixtures run before
+    the per-test snapshot above, so their scopes would leak otherwise."""
+    yield from _scope_kept()

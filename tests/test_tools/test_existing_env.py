@@ -196,12 +196,16 @@ def user_env(tmp_path_factory):
     # a clean copy of the source tree: setuptools builds in the tree, and a
     # stale build/ folder must not leak old files into the wheel
     source = osp.join(root, 'source')
-    shutil.copytree(
-        REPO,
-        source,
-        ignore=shutil.ignore_patterns('.git', '.venv', 'build', 'dist',
-                                      '*.egg-info', '__pycache__', 'work_dirs',
-                                      'data'))
+    skip = shutil.ignore_patterns('.git', '.venv', 'build', 'dist',
+                                  '*.egg-info', '__pycache__', 'work_dirs')
+
+    def ignore(folder, names):
+        # the repository's generated data/ folder, not package data such as
+        # mmlocat/testing/data
+        top = {'data'} & set(names) if osp.samefile(folder, REPO) else set()
+        return skip(folder, names) | top
+
+    shutil.copytree(REPO, source, ignore=ignore)
     run([
         sys.executable, '-m', 'pip', '--disable-pip-version-check', 'wheel',
         '--no-deps', '--no-build-isolation', '--no-index', '-w', dist, source
@@ -265,7 +269,7 @@ def test_wheel_ships_the_package_only(user_env):
     assert tops == {'mmlocat', f'mmlocat-{version}.dist-info'}, tops
     assert f'mmlocat-{version}.dist-info/licenses/LICENSE' in names or (
         f'mmlocat-{version}.dist-info/LICENSE' in names)
-    # what a user needs: every module of the package (no data files exist)
+    # what a user needs: every module and data file of the package
     sources = {
         osp.relpath(p, REPO)
         for p in glob.glob(
