@@ -3,7 +3,6 @@ from .predictions import (draw_classification, draw_detection,
                           draw_segmentation, label_colors)
 
 __all__ = [
-    'heatmap_overlay', 'colorize_labels', 'save_panels',
-    'draw_classification', 'draw_segmentation', 'draw_detection',
-    'label_colors'
+    'heatmap_overlay', 'colorize_labels', 'save_panels', 'draw_classification',
+    'draw_segmentation', 'draw_detection', 'label_colors'
 ]

@@ -141,12 +141,11 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
     mixed.mkdir()
     good = sorted(records)[:2]
     for name in good:
-        (mixed / name).write_bytes(
-            open(records[name]['image'], 'rb').read())
+        (mixed / name).write_bytes(open(records[name]['image'], 'rb').read())
     (mixed / 'broken.jpg').write_bytes(b'not an image at all')
     (mixed / 'empty.png').write_bytes(b'')
-    printed = _infer(repo_root, monkeypatch, capsys, mixed, cfg, ckpt,
-                     '--out', tmp_path / 'out2')
+    printed = _infer(repo_root, monkeypatch, capsys, mixed, cfg, ckpt, '--out',
+                     tmp_path / 'out2')
     assert '2 image(s) written' in printed.out
     assert '2 skipped' in printed.out
     for bad in ('broken.jpg', 'empty.png'):
@@ -164,8 +163,7 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         ([mixed, cfg, tmp_path / 'missing.pth'], 'file not found'),
         ([mixed, cfg, ckpt, '--classes', 'cat'], 'open-vocabulary'),
     ):
-        monkeypatch.setattr(sys, 'argv',
-                            ['infer.py'] + [str(a) for a in argv])
+        monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
         with pytest.raises(SystemExit) as exc:
             run_cli('infer.py', tool.main)
         assert exc.value.code == 2
@@ -261,3 +259,139 @@ def test_detection_png_json_equal_test_py(coco_fvit, tmp_path, repo_root,
         assert [i['cls'] for i in inst
                 ] == [coco_fvit['names'][i] for i in want['labels'].tolist()]
         assert cv2.imread(record['png']) is not None
+
+
+TINY_CLIP = dict(
+    embed_dim=16,
+    vision_cfg=dict(
+        image_size=32, layers=1, width=32, head_width=16, patch_size=16),
+    text_cfg=dict(
+        context_length=77, vocab_size=49408, width=32, heads=2, layers=1))
+
+
+@pytest.fixture(scope='module')
+def tiny_clip(coco_fvit, repo_root):
+    """A random-init open_clip model (16-d joint space, F-ViT's width in
+    the tiny config) saved as a user's weights file, and the F-ViT's COCO
+    embeddings dumped with its text tower by the dump tool (so the sidecar
+    records the text model)."""
+    import open_clip
+    tmp = coco_fvit['tmp']
+    model_cfg = tmp / 'tiny-clip16.json'
+    model_cfg.write_text(json.dumps(TINY_CLIP))
+    open_clip.add_model_config(str(model_cfg))
+    torch.manual_seed(0)
+    model = open_clip.create_model('tiny-clip16', pretrained=None).eval()
+    emb_dir = tmp / 'emb'
+    emb_dir.mkdir()
+    weights = str(emb_dir / 'tiny-clip16.bin')
+    torch.save(model.state_dict(), weights)
+    dump = _tool(repo_root, 'tools/misc/dump_text_embeddings.py', 'dump_te')
+
+    def run_dump(names, out):
+        names_file = tmp / (osp.basename(out) + '.txt')
+        names_file.write_text('\n'.join(names) + '\n')
+        argv = [
+            'dump', '--names',
+            str(names_file), '--model-config',
+            str(model_cfg), '--pretrained', weights, '--background', out
+        ]
+        old, sys.argv = sys.argv, argv
+        try:
+            dump.main()
+        finally:
+            sys.argv = old
+        return np.load(out)
+
+    emb = str(emb_dir / 'coco_tiny-clip.npy')
+    run_dump(coco_fvit['names'], emb)
+    cfg = tmp / 'fvit_recorded.py'
+    cfg.write_text(f'_base_ = {coco_fvit["cfg"]!r}\n'
+                   f'model = dict(roi_head=dict(bbox_head=dict('
+                   f'text_embeddings={emb!r})))\n')
+    return dict(
+        model_cfg=str(model_cfg),
+        weights=weights,
+        cfg=str(cfg),
+        run_dump=run_dump,
+        model=model)
+
+
+VOCAB = ['person', 'cat', 'remote control']
+
+
+@pytest.mark.timeout(300)
+def test_classes_at_run_time_real_open_clip(coco_fvit, tiny_clip, tmp_path,
+                                            repo_root, monkeypatch, capsys):
+    from mmlocat.apis import MMLocatInferencer, vocabulary
+    cache = tmp_path / 'cache'
+    out = tmp_path / 'out'
+    printed = _infer(repo_root, monkeypatch, capsys, coco_fvit['val_dir'],
+                     tiny_clip['cfg'], coco_fvit['ckpt'], '--out', out,
+                     '--classes', ', '.join(VOCAB) + ',', '--score-thr', '0',
+                     '--text-model-config', tiny_clip['model_cfg'],
+                     '--vocab-cache', cache)
+    assert '2 image(s) written' in printed.out
+    records = _records(str(out))
+    assert len(records) == 2
+    labelled = [i['cls'] for r in records.values() for i in r['instances']]
+    assert labelled and set(labelled) <= set(VOCAB)
+    for record in records.values():
+        assert record['classes'] == VOCAB
+        assert all(0 <= i['label'] < 3 for i in record['instances'])
+
+    # the head's classifier (and with it the CLIP score fusion) holds the
+    # dump tool's embeddings of the typed names; OV-COCO's base 'person'
+    # keeps alpha, the others are novel (beta)
+    want = tiny_clip['run_dump'](VOCAB, str(tmp_path / 'ref.npy'))
+
+    def no_encoder(*args):
+        raise AssertionError('the cached vocabulary was encoded again')
+
+    monkeypatch.setattr(vocabulary, 'open_clip_encoder', no_encoder)
+    inferencer = MMLocatInferencer(
+        tiny_clip['cfg'],
+        coco_fvit['ckpt'],
+        classes=VOCAB,
+        text_model_config=tiny_clip['model_cfg'],
+        vocab_cache=str(cache))
+    head = inferencer.model.roi_head.bbox_head
+    assert head.class_names == VOCAB == inferencer.classes
+    np.testing.assert_allclose(
+        head.classifier_weights().numpy(), want, atol=1e-6, rtol=0)
+    assert head.is_base.tolist() == [True, False, False, True]
+    fused = head.vlm_scores(torch.from_numpy(want[:3]))
+    assert fused.shape == (3, 4)  # 3 typed classes + background
+    assert fused.argmax(1).tolist() == [0, 1, 2]
+
+
+@pytest.mark.timeout(300)
+def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
+                           monkeypatch, capsys):
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    img = coco_fvit['val_dir']
+    cases = (
+        ([img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes',
+          ' , '], 'empty vocabulary'),
+        # random embeddings without a recorded text model
+        ([img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes',
+          'cat'], 'pass --text-model'),
+        ([
+            img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes', 'cat',
+            '--text-model', 'tiny-clip16'
+        ], 'pass --text-weights'),
+        ([
+            img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes', 'cat',
+            '--text-model-config', tiny_clip['model_cfg'], '--text-weights',
+            coco_fvit['ckpt']
+        ], 'has sha256'),
+    )
+    for argv, message in cases:
+        monkeypatch.setattr(sys, 'argv',
+                            ['infer.py'] + [str(a) for a in argv] +
+                            ['--vocab-cache', str(tmp_path)])
+        with pytest.raises(SystemExit) as exc:
+            run_cli('infer.py', tool.main)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith('infer.py: error:') and message in err, err
