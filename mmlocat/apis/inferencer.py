@@ -148,7 +148,10 @@ class ClassificationHandler(TaskHandler):
             cfg, pretrained=checkpoint, device=device)
 
     def predict(self, path):
-        return self.host(path, return_datasamples=True)[0]
+        # the host's own preprocess and forward (its __call__ adds a
+        # progress bar per call)
+        data = next(iter(self.host.preprocess([path])))
+        return self.host.forward(data)[0]
 
     def to_dict(self, sample):
         scores = sample.pred_score.detach().float().cpu().numpy()
@@ -186,12 +189,14 @@ class SegmentationHandler(TaskHandler):
 
     def build_host(self, cfg, checkpoint, device):
         from mmseg.apis import MMSegInferencer
-        return MMSegInferencer(
+        host = MMSegInferencer(
             cfg,
             weights=checkpoint,
             classes=self.meta.get('classes'),
             palette=self.meta.get('palette'),
             device=device)
+        host.show_progress = False  # tools/infer.py has its own bar
+        return host
 
     def predict(self, path):
         return self.host(path, return_datasamples=True)
