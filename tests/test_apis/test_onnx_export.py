@@ -1,7 +1,7 @@
 """ONNX export round trip: onnxruntime equals PyTorch on two input sizes.
 
 Tiny random-init models from the shipped LocAtViT / LaSt-ViT classification
-configs and the UperNet LocAtViT segmentation config are exported by
+and UperNet segmentation configs are exported by
 ``tools/deployment/pytorch2onnx.py`` (checkpoint loaded strictly) at two
 input sizes each; the PyTorch reference runs the default kernels (GAug
 chunked, LazyStrike FFT), not the export substitutes.
@@ -112,14 +112,17 @@ def test_classifier_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
 
 
 @pytest.mark.timeout(300)
-def test_upernet_round_trip(tmp_path, repo_root, monkeypatch, capsys):
+@pytest.mark.parametrize('base', [
+    'configs/locat/upernet_locat-b_ade20k.py',
+    'configs/last/upernet_last-b_ade20k.py'
+])
+def test_upernet_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
     shrink_spec = importlib.util.spec_from_file_location(
         'seg_shrink', osp.join(repo_root, 'tests/test_e2e/seg_shrink.py'))
     shrink = importlib.util.module_from_spec(shrink_spec)
     shrink_spec.loader.exec_module(shrink)
     cfg = shrink.write_tiny_config(
-        osp.join(repo_root, 'configs/locat/upernet_locat-b_ade20k.py'),
-        str(tmp_path / 'seg.py'), str(tmp_path))
+        osp.join(repo_root, base), str(tmp_path / 'seg.py'), str(tmp_path))
     ckpt = _checkpoint(cfg, tmp_path)
     tool = _tool(repo_root)
     # UPerHead's pooling (scales 1, 2, 3, 6) needs stride-32 sides that

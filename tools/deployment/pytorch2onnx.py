@@ -1,4 +1,4 @@
-"""Export a LocAtViT / LaSt-ViT classifier or a UperNet segmentor to ONNX.
+"""Export a LocAtViT / LaSt-ViT classifier or UperNet segmentor to ONNX.
 
     python tools/deployment/pytorch2onnx.py CONFIG CHECKPOINT \
         --shape 224 224 --out model.onnx [--verify]
