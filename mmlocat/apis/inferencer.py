@@ -115,8 +115,31 @@ class TaskHandler:
 
     @property
     def classes(self) -> Optional[List[str]]:
+        """Class names, or None when unknown or when their number is not
+        the model's (names of another label space would mislabel)."""
         classes = self.meta.get('classes')
-        return None if classes is None else list(classes)
+        if classes is None:
+            return None
+        num = self.num_classes()
+        if num is not None and num != len(classes):
+            if not getattr(self, '_warned', False):
+                print_log(
+                    f'infer: the model predicts {num} classes but the '
+                    f'checkpoint / config dataset names {len(classes)}; '
+                    'predictions are reported by label only',
+                    logger='current',
+                    level=30)
+                self._warned = True
+            return None
+        return list(classes)
+
+    def num_classes(self) -> Optional[int]:
+        """The model's number of classes, where it says."""
+        for name in ('head', 'decode_head'):
+            num = getattr(getattr(self.model, name, None), 'num_classes', None)
+            if isinstance(num, int):
+                return num
+        return None
 
     def build_host(self, cfg: Config, checkpoint: str, device: str):
         raise NotImplementedError

@@ -395,3 +395,20 @@ def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith('infer.py: error:') and message in err, err
+
+
+def test_class_names_of_another_label_space_are_not_used():
+    from mmlocat.apis.inferencer import ClassificationHandler
+
+    class Head:
+        num_classes = 3
+
+    class Model:
+        head = Head()
+
+    handler = ClassificationHandler.__new__(ClassificationHandler)
+    handler.model = Model()
+    handler.meta = dict(classes=['a', 'b', 'c'])
+    assert handler.classes == ['a', 'b', 'c']
+    handler.meta = dict(classes=[str(i) for i in range(1000)])
+    assert handler.classes is None
