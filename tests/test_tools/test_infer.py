@@ -167,7 +167,7 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         with pytest.raises(SystemExit) as exc:
             run_cli('infer.py', tool.main)
         assert exc.value.code == 2
-        err = capsys.readouterr().err
+        err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.startswith('infer.py: error:') and message in err, err
 
 
@@ -393,7 +393,7 @@ def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
         with pytest.raises(SystemExit) as exc:
             run_cli('infer.py', tool.main)
         assert exc.value.code == 2
-        err = capsys.readouterr().err
+        err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.startswith('infer.py: error:') and message in err, err
 
 
