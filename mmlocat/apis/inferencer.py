@@ -16,6 +16,7 @@ Extension point: a task is a :class:`TaskHandler` subclass registered with
 is true serves a config. Zero-shot segmentation (issue 13) plugs in as a
 handler registered with ``first=True`` that matches its model type.
 """
+import copy
 import json
 import os
 import os.path as osp
@@ -364,7 +365,10 @@ class MMLocatInferencer:
             raise ValueError(f'topk must be >= 1, got {topk}')
         if not 0 <= alpha <= 1:
             raise ValueError(f'alpha must be in [0, 1], got {alpha}')
-        cfg = load_config(config) if isinstance(config, str) else config
+        # a Config passed in is not changed (overrides, vocabulary)
+        cfg = (
+            load_config(config)
+            if isinstance(config, str) else copy.deepcopy(config))
         if cfg_options:
             cfg.merge_from_dict(cfg_options)
         handler = task_handler(cfg)
