@@ -28,36 +28,43 @@ def _import_open_clip():
     return open_clip
 
 
+# The image tower open_clip's CLIP classes always build; its text tower does
+# not depend on it, and it is dropped at once: a 1-block stand-in keeps the
+# build cheap (the real one may be a 300M-parameter timm model).
+_STAND_IN_VISION = dict(
+    image_size=16, layers=1, width=8, head_width=8, patch_size=16)
+
+
 def build_open_clip_model(model_name: Optional[str] = None,
                           model_cfg: Optional[Dict] = None):
-    """A random-init open_clip CLIP from a model name or a config dict.
+    """A random-init open_clip CLIP (its text tower the real one) from a
+    model name or a config dict; its image tower is a stand-in.
 
     Args:
         model_name: An open_clip model name (``'ViT-B-16'``,
-            ``'EVA02-L-14-336'``, ...); no weights are downloaded.
-        model_cfg: An open_clip model config (``embed_dim``,
-            ``vision_cfg``, ``text_cfg``, optional ``quick_gelu`` and
-            ``custom_text``), for models open_clip does not ship.
+            ``'EVA02-L-14-336'``, ...): its config from open_clip's registry
+            (``open_clip.get_model_config``); no weights are downloaded.
+        model_cfg: An open_clip model config (``embed_dim``, ``text_cfg``,
+            optional ``quick_gelu`` and ``custom_text``), for models
+            open_clip does not ship.
     """
     if (model_name is None) == (model_cfg is None):
         raise ValueError('give exactly one of text model_name or model_cfg')
     open_clip = _import_open_clip()
     if model_name is not None:
-        if open_clip.get_model_config(model_name) is None:
+        model_cfg = open_clip.get_model_config(model_name)
+        if model_cfg is None:
             raise ValueError(f'open_clip does not know the model '
                              f'{model_name!r}')
-        return open_clip.create_model(
-            model_name,
-            pretrained=None,
-            load_weights=False,
-            pretrained_text=False,
-            # the current default device (e.g. 'meta' for a shape check)
-            device=torch.empty(0).device)
     cfg = copy.deepcopy(dict(model_cfg))
-    for key in ('embed_dim', 'vision_cfg', 'text_cfg'):
+    for key in ('embed_dim', 'text_cfg'):
         if key not in cfg:
             raise ValueError(f'open_clip model_cfg needs {key!r}; got keys '
                              f'{sorted(cfg)}')
+    if 'multimodal_cfg' in cfg:
+        raise ValueError('CoCa-style configs (multimodal_cfg) are not '
+                         'supported')
+    cfg['vision_cfg'] = dict(_STAND_IN_VISION)
     custom = cfg.pop('custom_text',
                      False) or 'hf_model_name' in cfg['text_cfg']
     cls = open_clip.CustomTextCLIP if custom else open_clip.CLIP
@@ -72,8 +79,9 @@ class OpenCLIPTextTower(BaseModule):
         model_cfg: open_clip model config dict instead of a name.
         weights: Local open_clip checkpoint (a full CLIP state dict, as
             open_clip / OpenAI release them, or the text keys only); its text
-            keys are loaded strictly (missing or unexpected text keys
-            raise). ``None`` keeps open_clip's random init.
+            keys are loaded strictly by :meth:`init_weights` (missing or
+            unexpected text keys raise). ``None`` keeps open_clip's random
+            init.
         lock: Freeze the text tower (LiT, https://arxiv.org/abs/2111.07991)
             with open_clip's ``lock_text_tower``.
         unlocked_layers: Last text blocks left trainable when ``lock``.
@@ -98,8 +106,6 @@ class OpenCLIPTextTower(BaseModule):
         self.model_name = model_name
         self.embed_dim = int(self._embed_dim())
         self.weights = weights
-        if weights is not None:
-            self.load_open_clip_weights(weights)
         self.lock = lock
         if lock:
             model.lock_text_tower(unlocked_layers=unlocked_layers)
@@ -114,6 +120,12 @@ class OpenCLIPTextTower(BaseModule):
         if hasattr(text, 'proj') and isinstance(text.proj, torch.nn.Linear):
             return text.proj.out_features  # HF text towers
         return text.output_dim
+
+    def init_weights(self) -> None:
+        """Load ``weights`` (if given) after mmengine's initialisation."""
+        super().init_weights()
+        if self.weights is not None:
+            self.load_open_clip_weights(self.weights)
 
     @property
     def context_length(self) -> int:

@@ -61,6 +61,7 @@ def test_text_tower_is_open_clips_encode_text(tmp_path, custom_text):
     path = str(tmp_path / 'open_clip.pt')
     torch.save(ref.state_dict(), path)
     tower = OpenCLIPTextTower(model_cfg=cfg, weights=path).eval()
+    tower.init_weights()
     assert tower.embed_dim == EMBED
     assert not hasattr(tower.model, 'visual')
     tokens = _tokens()
@@ -69,14 +70,32 @@ def test_text_tower_is_open_clips_encode_text(tmp_path, custom_text):
             tower(tokens), ref.encode_text(tokens), rtol=0, atol=0)
 
 
-def test_text_tower_from_a_model_name_matches_open_clip():
-    # the shipped configs name open_clip models; ViT-B-16's text tower is
-    # 512-d, 12 blocks (built on the meta device: no memory, no download)
+def test_text_tower_from_a_model_name_is_open_clips():
+    # the shipped configs name open_clip models: the tower has exactly the
+    # text keys and shapes of open_clip.create_model (both on the meta
+    # device: no memory, no download)
     with torch.device('meta'):
         tower = OpenCLIPTextTower(model_name='ViT-B-16-quickgelu')
-    assert tower.embed_dim == 512
-    assert tower.context_length == 77
-    assert len(tower.model.transformer.resblocks) == 12
+        ref = open_clip.create_model(
+            'ViT-B-16-quickgelu', pretrained=None, device='meta')
+    assert tower.embed_dim == 512 and tower.context_length == 77
+    expected = {
+        k: v.shape
+        for k, v in ref.state_dict().items()
+        if not k.startswith('visual.') and k != 'logit_scale'
+    }
+    assert {
+        k: v.shape
+        for k, v in tower.model.state_dict().items()
+    } == expected
+    assert (type(tower.model.transformer.resblocks[0].mlp.gelu)
+            is type(ref.transformer.resblocks[0].mlp.gelu))  # QuickGELU
+    with torch.device('meta'):
+        eva = OpenCLIPTextTower(model_name='EVA02-L-14-336')
+    cfg = open_clip.get_model_config('EVA02-L-14-336')
+    assert eva.embed_dim == cfg['embed_dim'] == 768
+    assert len(
+        eva.model.text.transformer.resblocks) == cfg['text_cfg']['layers']
 
 
 def test_plain_clip_weights_into_custom_text_tower(tmp_path):
@@ -88,30 +107,37 @@ def test_plain_clip_weights_into_custom_text_tower(tmp_path):
     torch.save({'state_dict': ref.state_dict()}, path)
     tower = OpenCLIPTextTower(
         model_cfg=dict(MODEL_CFG, custom_text=True), weights=path).eval()
+    tower.init_weights()
     tokens = _tokens()
     with torch.no_grad():
         torch.testing.assert_close(tower(tokens), ref.encode_text(tokens))
 
 
+def _load(path, cfg=MODEL_CFG):
+    OpenCLIPTextTower(model_cfg=cfg, weights=path).init_weights()
+
+
 def test_text_weights_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match='nowhere.pt'):
-        OpenCLIPTextTower(model_cfg=MODEL_CFG, weights='nowhere.pt')
+        _load('nowhere.pt')
     wide = dict(
         MODEL_CFG, text_cfg=dict(MODEL_CFG['text_cfg'], width=48, heads=3))
     path = str(tmp_path / 'wide.pt')
     torch.save(open_clip.CLIP(**wide).state_dict(), path)
     with pytest.raises(ValueError, match='wrong shape'):
-        OpenCLIPTextTower(model_cfg=MODEL_CFG, weights=path)
+        _load(path)
     deep = dict(MODEL_CFG, text_cfg=dict(MODEL_CFG['text_cfg'], layers=3))
     torch.save(open_clip.CLIP(**deep).state_dict(), path)
     with pytest.raises(ValueError, match='unexpected'):
-        OpenCLIPTextTower(model_cfg=MODEL_CFG, weights=path)
+        _load(path)
     with pytest.raises(ValueError, match='does not know'):
         OpenCLIPTextTower(model_name='ViT-Nonexistent-99')
     with pytest.raises(ValueError, match='exactly one'):
         OpenCLIPTextTower()
     with pytest.raises(ValueError, match="needs 'text_cfg'"):
         OpenCLIPTextTower(model_cfg=dict(embed_dim=4, vision_cfg={}))
+    with pytest.raises(ValueError, match='CoCa'):
+        OpenCLIPTextTower(model_name='coca_ViT-B-32')
 
 
 def test_width_mismatch_is_a_build_error():
