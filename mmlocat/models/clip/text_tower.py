@@ -177,10 +177,12 @@ class OpenCLIPTextTower(BaseModule):
         if state_dict and all(k.startswith('module.') for k in state_dict):
             state_dict = {k[len('module.'):]: v for k, v in state_dict.items()}
         # OpenAI archives also hold these ints (open_clip drops them too)
+        # and TorchScript keeps the causal mask, a non-persistent buffer
         state_dict = {
             k: v
             for k, v in state_dict.items()
-            if k not in ('input_resolution', 'context_length', 'vocab_size')
+            if k not in ('input_resolution', 'context_length',
+                         'vocab_size') and not k.endswith('attn_mask')
         }
         self.model.load_state_dict(
             self.text_state_dict(state_dict, path), strict=True)

@@ -218,3 +218,18 @@ def test_predict_sets_embeddings_for_the_metrics():
     with torch.no_grad():
         torch.testing.assert_close(out[1].text_embeddings,
                                    model.encode_text(_tokens(3, seed=1)))
+
+
+def test_text_weights_from_a_torchscript_archive(tmp_path):
+    # OpenAI releases CLIP as TorchScript archives (ViT-B-16.pt)
+    torch.manual_seed(2)
+    ref = open_clip.CLIP(**MODEL_CFG).eval()
+    tokens = _tokens()
+    traced = torch.jit.trace_module(ref, {'encode_text': tokens})
+    path = str(tmp_path / 'openai.pt')
+    torch.jit.save(traced, path)
+    tower = OpenCLIPTextTower(model_cfg=MODEL_CFG, weights=path).eval()
+    tower.init_weights()
+    with torch.no_grad():
+        torch.testing.assert_close(
+            tower(tokens), ref.encode_text(tokens), rtol=0, atol=0)
