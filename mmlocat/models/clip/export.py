@@ -13,7 +13,6 @@ import tempfile
 from collections import OrderedDict
 from typing import Dict, Optional, Tuple
 
-import torch
 from mmengine.config import Config
 
 from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
@@ -111,10 +110,14 @@ def export_image_tower(
 
 
 def load_training_checkpoint(path: str) -> Dict:
-    """Load an mmengine training checkpoint with the weights-only unpickler
-    (mmengine's message-hub types allowed)."""
+    """``{'state_dict', 'meta'}`` of an mmengine training checkpoint.
+
+    The weights go through the converters' shared reader (one clear error
+    for a missing, empty, corrupt or non-finite file); the meta is read with
+    torch's weights-only unpickler (mmengine's message-hub types allowed).
+    """
+    from mmlocat.utils.checkpoint_io import read_state_dict
     from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint not found: {path}')
     allow_mmengine_checkpoint_globals()
-    return torch.load(path, map_location='cpu', weights_only=True)
+    state_dict = read_state_dict(path)
+    return dict(state_dict=state_dict, meta=read_checkpoint_meta(path))
