@@ -7,7 +7,9 @@ installed, so the backbones work with mmpretrain alone.
 from mmlocat.utils.hosts import is_installed
 from .backbones import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
+from .clip import *  # noqa: F401,F403
 from .layers import *  # noqa: F401,F403
+from .losses import *  # noqa: F401,F403
 from .necks import *  # noqa: F401,F403
 
 if is_installed('mmseg'):

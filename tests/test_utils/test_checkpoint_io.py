@@ -18,7 +18,7 @@ from mmlocat.utils.checkpoint_io import (read_state_dict, save_checkpoint,
                                          sniff_checkpoint)
 
 CONVERTERS = ('locat2mmlocat', 'lastvit2mmlocat', 'clip2mmlocat',
-              'eva2mmlocat', 'dino2mmlocat')
+              'eva2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')
 
 
 def converter_args(script: str) -> list:
