@@ -1,4 +1,7 @@
+from mmlocat.utils.hosts import is_installed
 from .box_transforms import KeepOriginalBoxes, ResizeEdgeWithBoxes
+from .coco_object import (COCO_OBJECT_CLASSES, coco_object_map,
+                          convert_coco_object)
 from .imagenet_loc import (CocoBoxesDataset, ImageNetLocDataset,
                            keep_single_small, parse_loc_xml)
 from .ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
@@ -14,5 +17,10 @@ __all__ = [
     'OV_COCO_BASE_CLASSES', 'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES',
     'make_ov_coco_split', 'make_ov_coco_files', 'make_ov_lvis_base',
     'make_ov_lvis_files', 'build_class_embeddings', 'load_text_embeddings',
-    'save_text_embeddings'
+    'save_text_embeddings', 'COCO_OBJECT_CLASSES', 'coco_object_map',
+    'convert_coco_object'
 ]
+
+if is_installed('mmseg'):
+    from .coco_object import COCOObjectDataset  # noqa: F401
+    __all__.append('COCOObjectDataset')

@@ -25,11 +25,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 __all__ = [
-    'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES', 'SINGLE_TEMPLATE',
-    'TEMPLATE_SETS', 'BACKGROUND', 'sidecar_path', 'fvit_prompts',
-    'plain_prompts', 'build_class_embeddings', 'save_text_embeddings',
-    'load_text_embeddings', 'read_class_names', 'read_text_model',
-    'resolve_class_names', 'names_from_annotations'
+    'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES',
+    'IMAGENET_TEMPLATES', 'SINGLE_TEMPLATE', 'TEMPLATE_SETS', 'BACKGROUND',
+    'sidecar_path', 'fvit_prompts', 'plain_prompts', 'build_class_embeddings',
+    'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
+    'read_text_model', 'resolve_class_names', 'names_from_annotations'
 ]
 
 BACKGROUND = 'background'
@@ -97,11 +97,25 @@ FVIT_TEMPLATES = (
     'the plushie {}.', 'a cartoon {}.', 'the cartoon {}.',
     'an embroidered {}.', 'the embroidered {}.', 'a painting of the {}.',
     'a painting of a {}.')
+# CLIP's full ImageNet prompt set (the 80 of CLIP's zero-shot notebook, the
+# set MaskCLIP and the zero-shot segmentation literature use): the first 62
+# of ``CLIP_TEMPLATES`` then 18 more.
+IMAGENET_TEMPLATES = CLIP_TEMPLATES[:62] + (
+    'a plushie {}.', 'a photo of the nice {}.', 'a photo of the small {}.',
+    'a photo of the weird {}.', 'the cartoon {}.', 'art of the {}.',
+    'a drawing of the {}.', 'a photo of the large {}.',
+    'a black and white photo of a {}.', 'the plushie {}.',
+    'a dark photo of a {}.', 'itap of a {}.', 'graffiti of the {}.',
+    'a toy {}.', 'itap of my {}.', 'a photo of a cool {}.',
+    'a photo of a small {}.', 'a tattoo of the {}.')
 # The default prompt set: F-ViT's.
 PROMPT_TEMPLATES = FVIT_TEMPLATES
 SINGLE_TEMPLATE = ('a photo of a {}.', )
 TEMPLATE_SETS = dict(
-    fvit=FVIT_TEMPLATES, clip=CLIP_TEMPLATES, single=SINGLE_TEMPLATE)
+    fvit=FVIT_TEMPLATES,
+    clip=CLIP_TEMPLATES,
+    imagenet80=IMAGENET_TEMPLATES,
+    single=SINGLE_TEMPLATE)
 PROMPT_STYLES = ('fvit', 'plain')
 
 

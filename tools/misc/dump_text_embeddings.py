@@ -1,13 +1,14 @@
 """Write CLIP text embeddings of a dataset's classes for F-ViT heads.
 
 Each class name fills F-ViT's 63 prompt templates with its article and
-"This is " rules (``--templates clip --prompt-style plain`` for CLIP's
-ImageNet set); the CLIP text tower (open_clip, with weights you supply)
-encodes them; the L2-normalised prompt embeddings are averaged and
-normalised again. Writes ``OUT.npy`` (``(C[+1], D)``), ``OUT.json`` (the
-class names, row by row, and the text model: open_clip name, weights file
-and its sha256, which F-ViT compares with its backbone checkpoint's) and,
-with ``--ann-file``, ``OUT.base.json`` (the base classes: OV-COCO
+"This is " rules (``--templates clip --prompt-style plain`` for CLIP's ImageNet set,
+``--templates imagenet80 --prompt-style plain`` for the 80 prompts of zero-shot
+segmentation); the CLIP text tower (open_clip, with weights you supply) encodes
+them; the L2-normalised prompt embeddings are averaged and normalised again.
+Writes ``OUT.npy`` (``(C[+1], D)``), ``OUT.json`` (the class names, row by row,
+and the text model: open_clip name, weights file and its sha256, which F-ViT
+compares with its backbone checkpoint's) and, with ``--ann-file``,
+``OUT.base.json`` (the base classes: OV-COCO
 ``split == 'base'`` or LVIS frequent + common)::
 
     python tools/misc/dump_text_embeddings.py \
@@ -55,7 +56,8 @@ def parse_args():
         '--templates',
         choices=sorted(TEMPLATE_SETS),
         default='fvit',
-        help="prompt set: F-ViT's 63 (default), CLIP's ImageNet 63 or the "
+        help="prompt set: F-ViT's 63 (default), CLIP's ImageNet 63, CLIP's "
+        'full ImageNet 80 (imagenet80, zero-shot segmentation) or the '
         'single "a photo of a {}."')
     parser.add_argument(
         '--prompt-style',
