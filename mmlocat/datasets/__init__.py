@@ -1,5 +1,6 @@
 from mmlocat.utils.hosts import is_installed
 from .box_transforms import KeepOriginalBoxes, ResizeEdgeWithBoxes
+from .coco20k import make_coco20k, read_image_list
 from .coco_object import (COCO_OBJECT_CLASSES, coco_object_map,
                           convert_coco_object)
 from .imagenet_loc import (CocoBoxesDataset, ImageNetLocDataset,
@@ -18,9 +19,10 @@ __all__ = [
     'make_ov_coco_split', 'make_ov_coco_files', 'make_ov_lvis_base',
     'make_ov_lvis_files', 'build_class_embeddings', 'load_text_embeddings',
     'save_text_embeddings', 'COCO_OBJECT_CLASSES', 'coco_object_map',
-    'convert_coco_object'
+    'convert_coco_object', 'make_coco20k', 'read_image_list'
 ]
 
+# The COCO-Object segmentation dataset needs mmseg.
 if is_installed('mmseg'):
     from .coco_object import COCOObjectDataset  # noqa: F401
     __all__.append('COCOObjectDataset')

@@ -29,7 +29,8 @@ __all__ = [
     'IMAGENET_TEMPLATES', 'SINGLE_TEMPLATE', 'TEMPLATE_SETS', 'BACKGROUND',
     'sidecar_path', 'fvit_prompts', 'plain_prompts', 'build_class_embeddings',
     'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
-    'read_text_model', 'resolve_class_names', 'names_from_annotations'
+    'read_text_model', 'resolve_class_names', 'names_from_annotations',
+    'config_class_names'
 ]
 
 BACKGROUND = 'background'
@@ -359,3 +360,33 @@ def names_from_annotations(ann: dict) -> Tuple[List[str], List[str]]:
     else:
         base = list(names)
     return names, base
+
+
+def config_class_names(cfg) -> List[str]:
+    """The classes a zero-shot segmentation config's embedding file must
+    hold: its test dataset's ``metainfo['classes']`` (the config's
+    ``metainfo`` or the registered dataset's ``METAINFO``), in label order,
+    without the background class when the model has a ``bg_thresh``.
+
+    Args:
+        cfg: An mmengine ``Config`` with ``test_dataloader`` and ``model``.
+    """
+    import importlib
+    dataset = cfg.test_dataloader.dataset
+    classes = (dataset.get('metainfo') or {}).get('classes')
+    if classes is None:
+        # the host's own registry (e.g. mmseg's) finds its unprefixed types
+        scope = cfg.get('default_scope', 'mmengine')
+        registry = importlib.import_module(f'{scope}.registry').DATASETS
+        dataset_cls = registry.get(dataset['type'])
+        if dataset_cls is None or 'classes' not in getattr(
+                dataset_cls, 'METAINFO', {}):
+            raise ValueError(f'the test dataset {dataset["type"]!r} of the '
+                             'config has no classes in its metainfo')
+        classes = dataset_cls.METAINFO['classes']
+    classes = list(classes)
+    model = cfg.get('model', {})
+    if model.get('bg_thresh') is not None:
+        background = model.get('background_class', BACKGROUND)
+        classes = [c for c in classes if c != background]
+    return classes
