@@ -5,4 +5,5 @@ _base_ = ['mmseg::_base_/datasets/coco-stuff164k.py']
 test_pipeline = _base_.test_pipeline
 test_pipeline[1] = dict(test_pipeline[1], scale=(2048, 336))  # the Resize
 test_dataloader = dict(dataset=dict(pipeline=test_pipeline))
-train_dataloader = val_dataloader = val_evaluator = None  # test only
+# test only; crop_size (the training crop) unset: the window is the model's
+train_dataloader = val_dataloader = val_evaluator = crop_size = None

@@ -4,6 +4,7 @@ _base_ = ['./zeroshot_eva02-clip-b16.py']
 model = dict(
     backbone=dict(
         arch='l',
+        img_size=336,
         init_cfg=dict(
             checkpoint='checkpoints/eva02-clip-l14-336_mmlocat.pth')),
     test_cfg=dict(crop_size=(336, 336)))

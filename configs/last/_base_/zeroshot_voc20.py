@@ -13,4 +13,5 @@ test_dataloader = dict(
                      'car', 'cat', 'chair', 'cow', 'diningtable', 'dog',
                      'horse', 'motorbike', 'person', 'pottedplant', 'sheep',
                      'sofa', 'train', 'tvmonitor'))))
-train_dataloader = val_dataloader = val_evaluator = None  # test only
+# test only; crop_size (the training crop) unset: the window is the model's
+train_dataloader = val_dataloader = val_evaluator = crop_size = None
