@@ -12,6 +12,8 @@ import os
 import os.path as osp
 from typing import Dict, List
 
+from .coco_object import read_coco_instances
+
 __all__ = ['read_image_list', 'make_coco20k']
 
 
@@ -34,17 +36,10 @@ def make_coco20k(ann_file: str, image_list: str, out_file: str) -> Dict:
         ValueError: A listed image is not in ``ann_file`` (another split or
             list), duplicates in the list, or a file that is not COCO.
     """
-    if not osp.isfile(ann_file):
-        raise FileNotFoundError(f'COCO annotation file not found: {ann_file}')
+    coco = read_coco_instances(ann_file)
     names = read_image_list(image_list)
     if len(set(names)) != len(names):
         raise ValueError(f'{image_list} lists some images twice')
-    with open(ann_file, encoding='utf-8') as f:
-        coco = json.load(f)
-    for key in ('images', 'annotations', 'categories'):
-        if key not in coco:
-            raise ValueError(f'{ann_file} is not a COCO instances file: no '
-                             f'{key!r}')
     by_name = {img['file_name']: img for img in coco['images']}
     missing = [n for n in names if n not in by_name]
     if missing:

@@ -23,7 +23,7 @@ from mmlocat.utils.hosts import is_installed
 
 __all__ = [
     'COCO_OBJECT_CLASSES', 'COCO_OBJECT_SUFFIX', 'coco_object_map',
-    'convert_coco_object'
+    'read_coco_instances', 'convert_coco_object'
 ]
 
 COCO_THING_CLASSES = (
@@ -92,19 +92,25 @@ def coco_object_map(anns: Sequence[dict], labels: Dict[int, int],
     return out
 
 
-def convert_coco_object(ann_file: str,
-                        out_dir: str,
-                        suffix: str = COCO_OBJECT_SUFFIX) -> List[str]:
-    """Write one COCO-Object PNG per image of ``ann_file`` into
-    ``out_dir`` (``<file stem><suffix>``); returns the written paths."""
+def read_coco_instances(ann_file: str) -> dict:
+    """Load a COCO instances JSON, checking its three lists are there."""
     if not osp.isfile(ann_file):
         raise FileNotFoundError(f'COCO annotation file not found: {ann_file}')
     with open(ann_file, encoding='utf-8') as f:
         coco = json.load(f)
     for key in ('images', 'annotations', 'categories'):
-        if key not in coco:
+        if not isinstance(coco, dict) or key not in coco:
             raise ValueError(f'{ann_file} is not a COCO instances file: no '
                              f'{key!r}')
+    return coco
+
+
+def convert_coco_object(ann_file: str,
+                        out_dir: str,
+                        suffix: str = COCO_OBJECT_SUFFIX) -> List[str]:
+    """Write one COCO-Object PNG per image of ``ann_file`` into
+    ``out_dir`` (``<file stem><suffix>``); returns the written paths."""
+    coco = read_coco_instances(ann_file)
     labels = _category_index(coco['categories'], ann_file)
     by_image: Dict[int, List[dict]] = {img['id']: [] for img in coco['images']}
     for ann in coco['annotations']:

@@ -21,7 +21,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from .common import check_sizes, evenly_spaced, image_rng, save_jpg, save_png
+from .common import (add_voc_object, check_sizes, evenly_spaced, image_rng,
+                     save_jpg, save_png)
 from .shapes import NO_CLASS, draw_scene
 
 __all__ = [
@@ -49,15 +50,8 @@ def _voc_xml(stem: str, hw: Tuple[int, int], labels, boxes) -> bytes:
     ET.SubElement(size, 'height').text = str(hw[0])
     ET.SubElement(size, 'depth').text = '3'
     ET.SubElement(root, 'segmented').text = '1'
-    for label, (x1, y1, x2, y2) in zip(labels, boxes.astype(int).tolist()):
-        obj = ET.SubElement(root, 'object')
-        ET.SubElement(obj, 'name').text = VOC_CLASSES[int(label)]
-        ET.SubElement(obj, 'difficult').text = '0'
-        box = ET.SubElement(obj, 'bndbox')
-        # Half-open 0-based -> 1-based inclusive (PASCAL VOC).
-        for tag, v in (('xmin', x1 + 1), ('ymin', y1 + 1), ('xmax', x2),
-                       ('ymax', y2)):
-            ET.SubElement(box, tag).text = str(v)
+    for label, box in zip(labels, boxes.astype(int).tolist()):
+        add_voc_object(root, VOC_CLASSES[int(label)], box, difficult='0')
     return ET.tostring(root, encoding='utf-8')
 
 
