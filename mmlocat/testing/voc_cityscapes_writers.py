@@ -23,6 +23,7 @@ from PIL import Image
 
 from .common import (add_voc_object, check_sizes, evenly_spaced, image_rng,
                      save_jpg, save_png)
+from .seg_writers import _label_map, _scenes, _split_classes
 from .shapes import NO_CLASS, draw_scene
 
 __all__ = [
@@ -134,17 +135,10 @@ def write_cityscapes(root: str,
     others are objects; a noise rectangle is labelled 255.
     """
     hw = check_sizes(num_train, num_val, img_size)
-    active = evenly_spaced(19, num_active)
-    stuff, things = active[:2], active[2:]
+    things, stuff = _split_classes(19, num_active)
     for split, num, city in (('train', num_train, 'aachen'), ('val', num_val,
                                                               'frankfurt')):
-        for i in range(num):
-            scene = draw_scene(
-                image_rng(seed, split, i),
-                hw,
-                object_classes=things,
-                stuff_classes=stuff,
-                ignore_prob=0.5)
+        for i, scene in _scenes(seed, split, num, hw, things, stuff):
             stem = f'{city}_{i:06d}_000019'
             img = osp.join(root, 'leftImg8bit', split, city,
                            stem + '_leftImg8bit.png')
@@ -153,7 +147,7 @@ def write_cityscapes(root: str,
             save_png(
                 osp.join(root, 'gtFine', split, city,
                          stem + '_gtFine_labelTrainIds.png'),
-                np.where(scene.semantic == NO_CLASS, VOID, scene.semantic))
+                _label_map(scene.semantic, reduce_zero=False))
     return dict(
         data_root=root,
         train_img_dir='leftImg8bit/train',
@@ -161,4 +155,4 @@ def write_cityscapes(root: str,
         val_img_dir='leftImg8bit/val',
         val_ann_dir='gtFine/val',
         num_classes=19,
-        active_classes=list(active))
+        active_classes=sorted(things + stuff))
