@@ -352,3 +352,43 @@ def test_bad_inputs(tmp_path):
         _build(text_embeddings=path, bg_thresh=1.5)
     with pytest.raises(FileNotFoundError, match='missing.npy'):
         _build(text_embeddings=str(tmp_path / 'missing.npy'))
+
+
+@pytest.mark.parametrize('tap', ['last', 'value'])
+def test_eva02_tower(tmp_path, tap):
+    """EVA02-CLIP towers work the same way (projection = ``head``)."""
+    path = _write_embeddings(tmp_path / 'e.npy', ['a', 'b'],
+                             _orthonormal(2, OUT))
+    model = _build(
+        text_embeddings=path,
+        feature_tap=tap,
+        backbone=dict(
+            type='mmlocat.EVA02CLIPViT',
+            arch=dict(TINY),
+            img_size=32,
+            patch_size=8))
+    x = torch.randn(1, 3, 32, 48, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        if tap == 'value':
+            ref = model.backbone.forward_dense(x)[1]
+        else:
+            featmap = model.backbone.forward_with_scores(x)['featmap']
+            ref = F.normalize(
+                model.backbone.head(featmap.permute(0, 2, 3, 1)),
+                dim=-1).permute(0, 3, 1, 2)
+        torch.testing.assert_close(model.extract_feat(x), ref)
+        assert model.predict(x)[0].pred_sem_seg.shape == (32, 48)
+
+
+def test_eva02_tower_without_head_is_refused(tmp_path):
+    path = _write_embeddings(tmp_path / 'e.npy', ['a', 'b'],
+                             _orthonormal(2, OUT))
+    arch = {k: v for k, v in TINY.items() if k != 'output_dims'}
+    with pytest.raises(ValueError, match='no projection to the text space'):
+        _build(
+            text_embeddings=path,
+            backbone=dict(
+                type='mmlocat.EVA02CLIPViT',
+                arch=arch,
+                img_size=32,
+                patch_size=8))
