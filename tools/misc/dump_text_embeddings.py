@@ -30,9 +30,12 @@ import os.path as osp
 
 from mmengine.config import Config
 
-from mmlocat.datasets.text_embeddings import (
-    PROMPT_STYLES, TEMPLATE_SETS, build_class_embeddings, config_class_names,
-    names_from_annotations, read_class_names, save_text_embeddings)
+from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
+                                              build_class_embeddings,
+                                              config_class_names,
+                                              names_from_annotations,
+                                              read_class_names,
+                                              save_text_embeddings)
 from mmlocat.utils.provenance import clip_provenance
 
 
