@@ -32,7 +32,6 @@ from mmengine.config import Config
 
 from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
                                               build_class_embeddings,
-                                              config_class_names,
                                               names_from_annotations,
                                               read_class_names,
                                               save_text_embeddings)
@@ -115,6 +114,7 @@ def main():
             names, base = names_from_annotations(json.load(f))
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
+        from mmlocat.datasets.text_embeddings import config_class_names
         names = config_class_names(Config.fromfile(args.seg_config))
     else:
         names = read_class_names(args.names)
