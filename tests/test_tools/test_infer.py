@@ -457,6 +457,7 @@ def zero_shot(repo_root, tmp_path_factory):
         cfg=str(cfg),
         ckpt=str(ckpt),
         model_cfg=str(model_cfg),
+        weights=weights,
         run_dump=run_dump,
         val_dir=osp.join(paths['data_root'], paths['val_img_dir']))
 
@@ -565,6 +566,25 @@ def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path,
             cv2.imread(records[osp.basename(a['image'])]['label_png'],
                        cv2.IMREAD_UNCHANGED),
             a['data_sample'].pred_sem_seg.data[0].numpy())
+
+    # recorded only in the tower checkpoint's meta['clip'] (as the
+    # converter writes it, no prompts): imagenet80 templates, plain prompts
+    from mmlocat.utils.provenance import clip_provenance
+    state = torch.load(ckpt, weights_only=False)
+    # (the recorded weights are found next to the checkpoint)
+    meta_ckpt = osp.join(osp.dirname(zero_shot['weights']), 'meta.pth')
+    save_checkpoint(
+        state['state_dict'],
+        meta_ckpt,
+        meta=dict(clip=clip_provenance('tiny-zs-infer', zero_shot['weights'])))
+    from_meta = MMLocatInferencer(
+        cfg,
+        meta_ckpt,
+        classes=VOCAB,
+        vocab_cache=str(tmp_path / 'cache2'),
+        cfg_options={'model.text_embeddings': str(tmp_path / 'none.npy')})
+    np.testing.assert_allclose(
+        from_meta.model.text_embeddings.numpy(), want, atol=1e-6, rtol=0)
 
     # without bg_thresh every pixel is one of the typed names
     plain = MMLocatInferencer(
