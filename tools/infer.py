@@ -3,13 +3,15 @@
     python tools/infer.py IMAGE_OR_FOLDER CONFIG CHECKPOINT [--out DIR]
 
 The task comes from the config: classification (top-5 bars), segmentation
-(class-coloured mask with a legend, and the raw label map), open-vocabulary
-detection (boxes with labels and scores). ``--classes "cat, remote
-control"`` (or a .txt / .json file of names) makes an F-ViT detector find
-those classes: their CLIP text embeddings are computed with the detector's
-own text tower (recorded in the embedding file's sidecar or the CLIP
-checkpoint's meta; ``--text-model`` / ``--text-weights`` otherwise) and
-cached. Images that cannot be read are named, skipped and counted. See
+and zero-shot segmentation (class-coloured mask with a legend, and the raw
+label map), open-vocabulary detection (boxes with labels and scores).
+``--classes "cat, remote control"`` (or a .txt / .json file of names) makes
+an F-ViT detector find, or a zero-shot segmentor label pixels with, those
+classes: their CLIP text embeddings are computed with the model's own text
+tower (recorded in the embedding file's sidecar or the CLIP checkpoint's
+meta; ``--text-model`` / ``--text-weights`` otherwise) and cached. A
+zero-shot segmentor with ``bg_thresh`` keeps it: label 0 is background.
+Images that cannot be read are named, skipped and counted. See
 ``mmlocat.apis.MMLocatInferencer`` for the same from Python.
 """
 import argparse
@@ -32,12 +34,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
     parser.add_argument(
         '--classes',
-        help='open-vocabulary detection: class names separated by commas, '
-        'or a .txt (one a line) / .json file of names')
+        help='open-vocabulary detection and zero-shot segmentation: class '
+        'names separated by commas, or a .txt (one a line) / .json file of '
+        'names')
     parser.add_argument(
         '--text-model',
         help='open_clip model name of the CLIP text tower (when neither the '
-        'embedding sidecar nor the checkpoint records it)')
+        'embedding sidecar nor a checkpoint records it)')
     parser.add_argument(
         '--text-weights',
         help='weights file of that text tower (when the recorded one is not '
@@ -58,7 +61,10 @@ def parse_args() -> argparse.Namespace:
         default=0.3,
         help='detection: boxes drawn from this score (the JSON has all)')
     parser.add_argument(
-        '--alpha', type=float, default=0.5, help='segmentation mask opacity')
+        '--alpha',
+        type=float,
+        default=0.5,
+        help='segmentation / zero-shot segmentation mask opacity')
     parser.add_argument(
         '--allow-partial-checkpoint',
         action='store_true',

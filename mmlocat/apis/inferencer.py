@@ -3,9 +3,10 @@
 :class:`MMLocatInferencer` reads a config, picks the task from it
 (classification: mmpretrain ``ImageClassificationInferencer``;
 segmentation: mmseg ``MMSegInferencer``; open-vocabulary detection: mmdet
-``DetInferencer``), checks that the checkpoint covers the model (as
-``tools/test.py`` does) and, per image, returns a JSON-ready dict and
-writes a PNG::
+``DetInferencer``; zero-shot segmentation: ``MMSegInferencer`` on
+:class:`mmlocat.ZeroShotSegmentor`), checks that the checkpoint covers
+the model (as ``tools/test.py`` does) and, per image, returns a JSON-ready
+dict and writes a PNG::
 
     from mmlocat.apis import MMLocatInferencer
     inferencer = MMLocatInferencer(CONFIG, CHECKPOINT, classes='cat, dog')
@@ -13,8 +14,9 @@ writes a PNG::
 
 Extension point: a task is a :class:`TaskHandler` subclass registered with
 :func:`register_task`; the first registered handler whose ``matches(cfg)``
-is true serves a config. Zero-shot segmentation (issue 13) plugs in as a
-handler registered with ``first=True`` that matches its model type.
+is true serves a config. Zero-shot segmentation plugs in this way: a
+handler registered with ``first=True`` that matches its model type (it is
+an mmseg config too).
 """
 import copy
 import json
@@ -27,18 +29,20 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import MMLogger, print_log
 
+from mmlocat.datasets.text_embeddings import BACKGROUND, load_text_embeddings
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers
 from mmlocat.utils.provenance import read_checkpoint_meta
 from mmlocat.visualization.predictions import (draw_classification,
                                                draw_detection,
-                                               draw_segmentation)
+                                               draw_segmentation, label_colors)
+from . import vocabulary as voc
 from .images import collect_images, read_image_rgb
 
 __all__ = [
     'TaskHandler', 'ClassificationHandler', 'SegmentationHandler',
-    'DetectionHandler', 'TASK_HANDLERS', 'register_task', 'task_handler',
-    'MMLocatInferencer'
+    'DetectionHandler', 'ZeroShotSegmentationHandler', 'TASK_HANDLERS',
+    'register_task', 'task_handler', 'MMLocatInferencer'
 ]
 
 TASK_HANDLERS: List[Type['TaskHandler']] = []
@@ -90,10 +94,15 @@ class TaskHandler:
         checkpoint: Weights file.
         device: e.g. ``'cpu'``, ``'cuda:0'``.
         allow_partial: Run a checkpoint that misses model keys.
-        options: Drawing options (``topk``, ``score_thr``, ``alpha``).
+        options: Drawing options (``topk``, ``score_thr``, ``alpha``) and
+            ``vocabulary``: the run-time class names (None: the config's).
     """
     task = ''
     scope = ''
+    #: How a run-time vocabulary (``classes=``) is embedded when the text
+    #: model's record does not say: ``templates``, ``prompt_style`` and
+    #: whether a ``background`` row is appended; None: no vocabulary.
+    vocabulary: Optional[Dict] = None
 
     @classmethod
     def matches(cls, cfg: Config) -> bool:
@@ -141,6 +150,12 @@ class TaskHandler:
             if isinstance(num, int):
                 return num
         return None
+
+    @classmethod
+    def apply_vocabulary(cls, cfg: Config, embeddings_file: str,
+                         names: Sequence[str]) -> None:
+        """Point ``cfg`` at a run-time vocabulary's embedding file."""
+        raise NotImplementedError
 
     def build_host(self, cfg: Config, checkpoint: str, device: str):
         raise NotImplementedError
@@ -266,6 +281,11 @@ class DetectionHandler(TaskHandler):
     vocabulary it was built with)."""
     task = 'detection'
     scope = 'mmdet'
+    vocabulary = dict(templates='fvit', prompt_style='fvit', background=True)
+
+    @classmethod
+    def apply_vocabulary(cls, cfg, embeddings_file, names):
+        voc.apply_vocabulary(cfg, embeddings_file, names)
 
     def build_host(self, cfg, checkpoint, device):
         from mmdet.apis import DetInferencer
@@ -317,8 +337,55 @@ class DetectionHandler(TaskHandler):
             score_thr=self.options['score_thr'])
 
 
+class ZeroShotSegmentationHandler(SegmentationHandler):
+    """:class:`mmlocat.ZeroShotSegmentor` on mmseg ``MMSegInferencer``:
+    the segmentation files and JSON; class names are the segmentor's (its
+    embedding file's), with the background class first when it has a
+    ``bg_thresh``. Without a run-time vocabulary they must be the test
+    dataset's, in order, as ``tools/test.py`` requires."""
+    task = 'zero-shot segmentation'
+    # CLIP's 80 ImageNet templates filled plainly: the zero-shot configs'
+    # embeddings (configs/last/README.md); the segmentor refuses a
+    # background row
+    vocabulary = dict(
+        templates='imagenet80', prompt_style='plain', background=False)
+
+    @classmethod
+    def matches(cls, cfg):
+        return voc.is_zero_shot_config(cfg)
+
+    @classmethod
+    def apply_vocabulary(cls, cfg, embeddings_file, names):
+        voc.apply_zero_shot_vocabulary(cfg, embeddings_file, names)
+
+    def __init__(self, cfg, checkpoint, device, allow_partial, options):
+        super().__init__(cfg, checkpoint, device, allow_partial, options)
+        dataset_classes = self.dataset_classes
+        if options.get('vocabulary') is None and dataset_classes:
+            # the same refusal as ZeroShotClassCheckHook in tools/test.py
+            self.model.check_classes(dataset_classes)
+
+    def build_host(self, cfg, checkpoint, device):
+        model = cfg.model
+        names = load_text_embeddings(model['text_embeddings'])[2]
+        if model.get('bg_thresh') is not None:
+            names = [model.get('background_class', BACKGROUND)] + names
+        self.dataset_classes = self.meta.get('classes')
+        palette = self.meta.get('palette')
+        if list(self.dataset_classes or []) != names:
+            palette = None  # the dataset's colours are other classes'
+        # the host's visualizer wants as many colours as classes
+        self.meta = dict(
+            classes=names, palette=label_colors(len(names), palette).tolist())
+        return super().build_host(cfg, checkpoint, device)
+
+    def num_classes(self):
+        return self.model.num_classes
+
+
 for _handler in (ClassificationHandler, SegmentationHandler, DetectionHandler):
     register_task(_handler)
+register_task(ZeroShotSegmentationHandler, first=True)
 
 
 class MMLocatInferencer:
@@ -328,9 +395,10 @@ class MMLocatInferencer:
         config: Config file or :class:`mmengine.Config`.
         checkpoint: Weights file.
         device: e.g. ``'cpu'``, ``'cuda:0'``.
-        classes: Open-vocabulary detection only: class names typed at run
-            time (``"cat, remote control"``, a list, or a ``.txt`` /
-            ``.json`` file), embedded with the detector's CLIP text tower
+        classes: Open-vocabulary detection and zero-shot segmentation
+            only: class names typed at run time (``"cat, remote
+            control"``, a list, or a ``.txt`` / ``.json`` file), embedded
+            with the model's CLIP text tower
             (:mod:`mmlocat.apis.vocabulary`).
         text_model: open_clip name of that tower when nothing records it.
         text_weights: Its weights when the recorded file is not found.
@@ -373,49 +441,55 @@ class MMLocatInferencer:
             cfg.merge_from_dict(cfg_options)
         handler = task_handler(cfg)
         if classes is not None:
-            if handler.task != 'detection':
+            if handler.vocabulary is None:
                 raise ValueError(
-                    f'classes= (--classes) is for open-vocabulary detection; '
-                    f'{cfg.filename} is a {handler.task} config')
-            self.vocabulary = self._vocabulary(cfg, checkpoint, classes,
-                                               text_model, text_weights,
-                                               text_model_config, vocab_cache,
-                                               device)
+                    'classes= (--classes) is for open-vocabulary detection '
+                    f'and zero-shot segmentation; {cfg.filename} is a '
+                    f'{handler.task} config')
+            self.vocabulary = self._vocabulary(handler, cfg, checkpoint,
+                                               classes, text_model,
+                                               text_weights, text_model_config,
+                                               vocab_cache, device)
         else:
             self.vocabulary = None
         self.handler = handler(
             cfg, checkpoint, device, allow_partial_checkpoint,
-            dict(topk=topk, score_thr=score_thr, alpha=alpha))
+            dict(
+                topk=topk,
+                score_thr=score_thr,
+                alpha=alpha,
+                vocabulary=self.vocabulary))
         self.task = handler.task
 
     @staticmethod
-    def _vocabulary(cfg, checkpoint, classes, text_model, text_weights,
-                    text_model_config, vocab_cache, device) -> List[str]:
-        from .vocabulary import (apply_vocabulary, parse_vocabulary,
-                                 recorded_text_model, register_model_config,
-                                 resolve_text_model, vocabulary_embeddings)
-        names = parse_vocabulary(classes)
+    def _vocabulary(handler, cfg, checkpoint, classes, text_model,
+                    text_weights, text_model_config, vocab_cache,
+                    device) -> List[str]:
+        names = voc.parse_vocabulary(classes)
         if text_model_config is not None:
-            registered = register_model_config(text_model_config)
+            registered = voc.register_model_config(text_model_config)
             text_model = text_model or registered
-        record, where = recorded_text_model(cfg, checkpoint)
-        emb_file = cfg.model.roi_head.bbox_head.text_embeddings
-        name, weights = resolve_text_model(
+        record, where = voc.recorded_text_model(cfg, checkpoint)
+        emb_file = voc.embeddings_file(cfg) or ''
+        name, weights = voc.resolve_text_model(
             record,
             where,
             text_model=text_model,
             text_weights=text_weights,
             search_dirs=[osp.dirname(emb_file),
                          osp.dirname(checkpoint)])
-        path = vocabulary_embeddings(
+        # the prompts of the config's own embeddings where recorded
+        defaults = handler.vocabulary
+        path = voc.vocabulary_embeddings(
             names,
             name,
             weights,
-            templates=record.get('templates', 'fvit'),
-            prompt_style=record.get('prompt_style', 'fvit'),
+            templates=record.get('templates', defaults['templates']),
+            prompt_style=record.get('prompt_style', defaults['prompt_style']),
+            background=defaults['background'],
             cache_dir=vocab_cache,
             device=device)
-        apply_vocabulary(cfg, path, names)
+        handler.apply_vocabulary(cfg, path, names)
         return names
 
     @property
@@ -435,7 +509,8 @@ class MMLocatInferencer:
         Args:
             inputs: Image file(s) and / or folder(s).
             out_dir: Where ``NAME.png`` (picture) and ``NAME.json``
-                (prediction) go (segmentation also ``NAME_labels.png``);
+                (prediction) go (segmentation and zero-shot segmentation
+                also ``NAME_labels.png``);
                 None writes nothing.
             show_progress: A tqdm bar over the images.
 

@@ -1,4 +1,4 @@
-"""Open vocabulary at run time: typed class names -> F-ViT text embeddings.
+"""Open vocabulary at run time: typed class names -> CLIP text embeddings.
 
 F-ViT (CLIPSelf, https://arxiv.org/abs/2310.01403) classifies regions by
 cosine with CLIP text embeddings of the class names, so it can detect any
@@ -8,7 +8,10 @@ same prompt templates and normalisation as
 ``tools/misc/dump_text_embeddings.py``), caches them on disk keyed by the
 text model and the names, and points an F-ViT config at them; the box
 head's cosine classifier and the CLIP region-score fusion then both use
-the new vocabulary.
+the new vocabulary. A zero-shot segmentation config
+(:class:`mmlocat.ZeroShotSegmentor`) takes a vocabulary the same way: its
+``text_embeddings`` are swapped for the typed names' (no background row:
+the segmentor finds background by ``bg_thresh``).
 
 Which text tower: the one recorded in the head's embedding-file sidecar
 (``text_model``), else in the detector checkpoint's or the backbone
@@ -32,7 +35,8 @@ from mmlocat.utils.provenance import (clip_provenance, file_sha256,
 __all__ = [
     'parse_vocabulary', 'open_clip_encoder', 'register_model_config',
     'recorded_text_model', 'resolve_text_model', 'vocabulary_embeddings',
-    'apply_vocabulary', 'default_cache_dir'
+    'apply_vocabulary', 'apply_zero_shot_vocabulary', 'default_cache_dir',
+    'embeddings_file', 'is_zero_shot_config'
 ]
 
 Encoder = Callable[[List[str]], object]
@@ -78,8 +82,9 @@ def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
     if dups:
         raise ValueError(f'the vocabulary names {dups} more than once')
     if te.BACKGROUND in names:
-        raise ValueError(f'{te.BACKGROUND!r} is reserved for the background '
-                         'embedding of F-ViT; leave it out of the vocabulary')
+        raise ValueError(f'{te.BACKGROUND!r} is reserved (F-ViT embeds it '
+                         'itself, the zero-shot segmentor finds it by '
+                         'bg_thresh); leave it out of the vocabulary')
     return names
 
 
@@ -120,21 +125,37 @@ def register_model_config(path: str) -> str:
     return osp.splitext(osp.basename(path))[0]
 
 
+def is_zero_shot_config(cfg: Config) -> bool:
+    """Whether ``cfg``'s model is :class:`mmlocat.ZeroShotSegmentor`."""
+    model = cfg.get('model') or {}
+    return str(model.get('type', '')).split('.')[-1] == 'ZeroShotSegmentor'
+
+
 def _head_cfg(cfg: Config) -> dict:
     head = cfg.model.get('roi_head', {}).get('bbox_head', {})
     if not isinstance(head, dict) or 'text_embeddings' not in head:
         raise ValueError(
             'a run-time vocabulary needs an F-ViT config (model.roi_head.'
-            'bbox_head with text_embeddings, mmlocat.CosineSimBBoxHead); '
-            f'{cfg.filename} has none')
+            'bbox_head with text_embeddings, mmlocat.CosineSimBBoxHead) or '
+            'a zero-shot segmentation config (mmlocat.ZeroShotSegmentor); '
+            f'{cfg.filename} has neither')
     return head
+
+
+def embeddings_file(cfg: Config) -> str:
+    """The text-embedding file of an F-ViT or zero-shot segmentation
+    config."""
+    if is_zero_shot_config(cfg):
+        return cfg.model['text_embeddings']
+    return _head_cfg(cfg)['text_embeddings']
 
 
 def recorded_text_model(cfg: Config,
                         checkpoint: Optional[str] = None) -> Tuple[Dict, str]:
-    """The text tower recorded for an F-ViT config and checkpoint.
+    """The text tower recorded for an F-ViT / zero-shot segmentation
+    config and checkpoint.
 
-    Looked up in order: the sidecar of the head's embedding file
+    Looked up in order: the sidecar of the config's embedding file
     (``text_model``), the detector checkpoint's ``meta['clip']``, the
     backbone ``init_cfg`` checkpoint's ``meta['clip']``.
 
@@ -142,11 +163,10 @@ def recorded_text_model(cfg: Config,
         ``(record, where)``: the first non-empty record (``{}`` if none)
         and a description of the places looked at, for error messages.
     """
-    head = _head_cfg(cfg)
     places = []
-    emb_file = head['text_embeddings']
+    emb_file = embeddings_file(cfg)
     places.append(te.sidecar_path(emb_file))
-    if osp.isfile(te.sidecar_path(emb_file)):
+    if emb_file and osp.isfile(te.sidecar_path(emb_file)):
         record = te.read_text_model(emb_file)
         if record.get('name'):
             return record, te.sidecar_path(emb_file)
@@ -217,7 +237,7 @@ def resolve_text_model(
 
 
 def _cache_key(names: Sequence[str], model_name: str, weights: str,
-               templates: str, prompt_style: str) -> str:
+               templates: str, prompt_style: str, background: bool) -> str:
     weights_id = file_sha256(weights) if osp.isfile(weights) else weights
     blob = json.dumps(
         dict(
@@ -225,7 +245,8 @@ def _cache_key(names: Sequence[str], model_name: str, weights: str,
             model=model_name,
             weights=weights_id,
             templates=templates,
-            prompt_style=prompt_style),
+            prompt_style=prompt_style,
+            background=background),
         sort_keys=True)
     return hashlib.sha256(blob.encode('utf-8')).hexdigest()[:24]
 
@@ -235,14 +256,16 @@ def vocabulary_embeddings(names: Sequence[str],
                           weights: str,
                           templates: str = 'fvit',
                           prompt_style: str = 'fvit',
+                          background: bool = True,
                           cache_dir: Optional[str] = None,
                           device: str = 'cpu',
                           encoder: Optional[Encoder] = None) -> str:
-    """An embedding file (with a ``background`` row) for ``names``.
+    """An embedding file for ``names``.
 
-    Built like ``tools/misc/dump_text_embeddings.py --background`` and
-    cached under ``cache_dir`` keyed by names, model name, weights (their
-    sha256), templates and prompt style; a cached file is reused.
+    Built like ``tools/misc/dump_text_embeddings.py`` (``--background``
+    when ``background``) and cached under ``cache_dir`` keyed by names,
+    model name, weights (their sha256), templates, prompt style and the
+    background row; a cached file is reused.
 
     Args:
         names: Class names (see :func:`parse_vocabulary`).
@@ -250,6 +273,8 @@ def vocabulary_embeddings(names: Sequence[str],
         weights: open_clip weights file or tag.
         templates: A key of ``TEMPLATE_SETS``.
         prompt_style: ``'fvit'`` or ``'plain'``.
+        background: Append a ``'background'`` row (F-ViT; the zero-shot
+            segmentor refuses one).
         cache_dir: Default :func:`default_cache_dir`.
         device: Where the text tower runs.
         encoder: Prompts -> features (default: open_clip's tower).
@@ -262,7 +287,8 @@ def vocabulary_embeddings(names: Sequence[str],
             f'templates must be one of {sorted(te.TEMPLATE_SETS)}, '
             f'got {templates!r}')
     cache_dir = cache_dir or default_cache_dir()
-    key = _cache_key(names, model_name, weights, templates, prompt_style)
+    key = _cache_key(names, model_name, weights, templates, prompt_style,
+                     background)
     path = osp.join(cache_dir, f'{key}.npy')
     if osp.isfile(path) and osp.isfile(te.sidecar_path(path)):
         print_log(f'vocabulary: cached embeddings {path}', logger='current')
@@ -272,7 +298,7 @@ def vocabulary_embeddings(names: Sequence[str],
         list(names),
         encode,
         templates=te.TEMPLATE_SETS[templates],
-        background=True,
+        background=background,
         prompt_style=prompt_style)
     text_model = dict(
         clip_provenance(model_name, weights),
@@ -321,4 +347,25 @@ def apply_vocabulary(cfg: Config, embeddings_file: str,
     head['class_names'] = None
     head['base_class_names'] = base
     cfg.model['train_class_names'] = None
+    return cfg
+
+
+def apply_zero_shot_vocabulary(cfg: Config, embeddings_file: str,
+                               names: Sequence[str]) -> Config:
+    """Point a zero-shot segmentation config at a run-time vocabulary.
+
+    The segmentor's classes become ``names`` (read from the file's
+    sidecar) and the build-time ``classes`` check is dropped (it names the
+    dataset's classes). ``bg_thresh`` is kept: with it label 0 is the
+    background and the typed names follow; without it every pixel gets one
+    of the typed names.
+
+    Returns:
+        ``cfg`` itself, changed in place.
+    """
+    if not is_zero_shot_config(cfg):
+        raise ValueError(f'{cfg.filename} is not a zero-shot segmentation '
+                         'config (mmlocat.ZeroShotSegmentor)')
+    cfg.model['text_embeddings'] = embeddings_file
+    cfg.model['classes'] = None
     return cfg

@@ -137,3 +137,41 @@ def test_apply_vocabulary():
     cfg = _cfg('old.npy')  # no base classes: all stay base
     voc.apply_vocabulary(cfg, 'new.npy', ['car', 'cat'])
     assert cfg.model.roi_head.bbox_head.get('base_class_names') is None
+
+
+def test_zero_shot_vocabulary(tmp_path):
+    rows = np.eye(2, 4, dtype=np.float32)
+    text = dict(name='ViT-B-16', weights='b.pt', templates='imagenet80')
+    emb = save_text_embeddings(
+        str(tmp_path / 'voc20.npy'), rows, ['x', 'y'], text_model=text)
+    cfg = Config(
+        dict(
+            model=dict(
+                type='mmlocat.ZeroShotSegmentor',
+                text_embeddings=emb,
+                classes=['x', 'y'],
+                bg_thresh=0.5,
+                backbone=dict(init_cfg=None))))
+    assert voc.is_zero_shot_config(cfg)
+    assert not voc.is_zero_shot_config(_cfg(emb))
+    assert voc.embeddings_file(cfg) == emb
+    assert voc.recorded_text_model(cfg) == (text, str(tmp_path / 'voc20.json'))
+    voc.apply_zero_shot_vocabulary(cfg, 'new.npy', ['cat'])
+    assert cfg.model.text_embeddings == 'new.npy'
+    assert cfg.model.classes is None and cfg.model.bg_thresh == 0.5
+    with pytest.raises(ValueError, match='not a zero-shot segmentation'):
+        voc.apply_zero_shot_vocabulary(_cfg(emb), 'new.npy', ['cat'])
+    # the zero-shot segmentor's file has no background row
+    path = voc.vocabulary_embeddings(['cat'],
+                                     'm',
+                                     'tag',
+                                     background=False,
+                                     cache_dir=str(tmp_path),
+                                     encoder=lambda p: torch.ones(len(p), 4))
+    assert load_text_embeddings(path)[1] is None
+    assert path != voc.vocabulary_embeddings(
+        ['cat'],
+        'm',
+        'tag',
+        cache_dir=str(tmp_path),
+        encoder=lambda p: torch.ones(len(p), 4))

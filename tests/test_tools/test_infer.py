@@ -412,3 +412,189 @@ def test_class_names_of_another_label_space_are_not_used():
     assert handler.classes == ['a', 'b', 'c']
     handler.meta = dict(classes=[str(i) for i in range(1000)])
     assert handler.classes is None
+
+
+@pytest.fixture(scope='module')
+def zero_shot(repo_root, tmp_path_factory):
+    """A tiny random-init COCO-Object zero-shot config (background by
+    ``bg_thresh``), its embeddings written by the dump tool with a
+    random-init open_clip model (so the sidecar records the text model)
+    and a tower checkpoint."""
+    import open_clip
+    zs = _tool(repo_root, 'tests/test_e2e/test_zero_shot_e2e.py', 'zs_e2e')
+    tmp = tmp_path_factory.mktemp('zs')
+    model_cfg = tmp / 'tiny-zs-infer.json'
+    model_cfg.write_text(json.dumps(zs.TINY_CLIP))
+    open_clip.add_model_config(str(model_cfg))
+    torch.manual_seed(0)
+    weights = str(tmp / 'tiny-zs-infer.bin')
+    torch.save(open_clip.create_model('tiny-zs-infer').state_dict(), weights)
+    paths = generate('coco_object', str(tmp / 'data'), 1, 2, (40, 48))
+    prefix = (f"data_prefix=dict(img_path={paths['val_img_dir']!r}, "
+              f"seg_map_path={paths['val_seg_dir']!r}),")
+    emb = str(tmp / 'emb.npy')
+    cfg = zs._derive(tmp, repo_root, 'zeroshot_last-clip-b16_coco-object.py',
+                     paths['data_root'], emb, prefix)
+    dump = zs._dump_tool(repo_root)
+
+    def run_dump(out, *source):
+        argv = [
+            'dump', *source, '--model-config',
+            str(model_cfg), '--pretrained', weights, '--templates',
+            'imagenet80', '--prompt-style', 'plain', out
+        ]
+        old, sys.argv = sys.argv, argv
+        try:
+            dump.main()
+        finally:
+            sys.argv = old
+        return np.load(out)
+
+    run_dump(emb, '--seg-config', str(cfg))
+    ckpt = tmp / 'tower.pth'
+    zs._random_checkpoint(cfg, ckpt)
+    return dict(
+        cfg=str(cfg),
+        ckpt=str(ckpt),
+        model_cfg=str(model_cfg),
+        weights=weights,
+        run_dump=run_dump,
+        val_dir=osp.join(paths['data_root'], paths['val_img_dir']))
+
+
+@pytest.mark.timeout(300)
+def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path, repo_root,
+                                          subprocess_env, monkeypatch, capsys):
+    from mmlocat.datasets import COCOObjectDataset
+    cfg, ckpt = zero_shot['cfg'], zero_shot['ckpt']
+    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                   str(tmp_path / 'work'), subprocess_env, repo_root)
+    assert len(ref) == 2
+    out = tmp_path / 'out'
+    printed = _infer(repo_root, monkeypatch, capsys, zero_shot['val_dir'], cfg,
+                     ckpt, '--out', out).out
+    assert '2 image(s) written' in printed
+    names = COCOObjectDataset.METAINFO['classes']
+    assert names[0] == 'background' and len(names) == 81
+    records = _records(str(out))
+    assert sorted(records) == sorted(ref)
+    for name, record in records.items():
+        assert record['task'] == 'zero-shot segmentation'
+        want = ref[name]['pred_sem_seg']['data'][0].numpy()
+        got = cv2.imread(record['label_png'], cv2.IMREAD_UNCHANGED)
+        np.testing.assert_array_equal(got, want)
+        present, counts = np.unique(want, return_counts=True)
+        assert [
+            (c['label'], c['cls'], c['pixels']) for c in record['classes']
+        ] == [(int(c), names[c], int(n)) for c, n in zip(present, counts)]
+        png = cv2.imread(record['png'])
+        assert png is not None and png.shape[2] == 3
+    # bg_thresh at work: background and object pixels
+    labels = {c['label'] for r in records.values() for c in r['classes']}
+    assert 0 in labels and len(labels) > 1
+
+    # embeddings of other classes than the dataset's: refused as by test.py
+    other = str(tmp_path / 'other.npy')
+    (tmp_path / 'names.txt').write_text('cat\ndog\n')
+    zero_shot['run_dump'](other, '--names', str(tmp_path / 'names.txt'))
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    for argv, message in (
+        (['--cfg-options', f'model.text_embeddings={other}'],
+         'do not match the dataset classes'),
+        (['--classes', 'cat, background'], 'reserved'),
+    ):
+        monkeypatch.setattr(sys, 'argv', [
+            'infer.py', zero_shot['val_dir'], cfg, ckpt, '--out',
+            str(tmp_path / 'bad')
+        ] + argv)
+        with pytest.raises(SystemExit) as exc:
+            run_cli('infer.py', tool.main)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith('infer.py: error:') and message in err, err
+
+
+@pytest.mark.timeout(300)
+def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path,
+                                                      repo_root, monkeypatch,
+                                                      capsys):
+    from mmlocat.apis import MMLocatInferencer
+    cfg, ckpt = zero_shot['cfg'], zero_shot['ckpt']
+    cache = tmp_path / 'cache'
+    out = tmp_path / 'out'
+    # the sidecar records the text model; its weights lie next to it
+    _infer(repo_root, monkeypatch, capsys, zero_shot['val_dir'], cfg, ckpt,
+           '--out', out, '--classes', ', '.join(VOCAB), '--text-model-config',
+           zero_shot['model_cfg'], '--vocab-cache', cache)
+    records = _records(str(out))
+    assert len(records) == 2
+    # bg_thresh kept: label 0 is background, the typed names follow
+    names = ['background'] + VOCAB
+    assert {c['cls']
+            for r in records.values()
+            for c in r['classes']} == set(names)
+    for record in records.values():
+        got = cv2.imread(record['label_png'], cv2.IMREAD_UNCHANGED)
+        assert set(np.unique(got)) <= set(range(4))
+        assert [c['cls'] for c in record['classes']
+                ] == [names[c['label']] for c in record['classes']]
+
+    # the segmentor holds the dump tool's embeddings of the typed names
+    # (imagenet80, plain prompts, no background row) and predicts what a
+    # config made with that file predicts
+    ref = str(tmp_path / 'ref.npy')
+    (tmp_path / 'vocab.txt').write_text('\n'.join(VOCAB) + '\n')
+    want = zero_shot['run_dump'](ref, '--names', str(tmp_path / 'vocab.txt'))
+    typed = MMLocatInferencer(cfg, ckpt, classes=VOCAB, vocab_cache=str(cache))
+    assert typed.model.class_names == VOCAB and typed.classes == names
+    np.testing.assert_allclose(
+        typed.model.text_embeddings.numpy(), want, atol=1e-6, rtol=0)
+    dumped = MMLocatInferencer(
+        cfg,
+        ckpt,
+        cfg_options={
+            'model.text_embeddings': ref,
+            'test_dataloader.dataset.metainfo': dict(classes=names)
+        })
+    for a, b in zip(
+            typed(zero_shot['val_dir'])['predictions'],
+            dumped(zero_shot['val_dir'])['predictions']):
+        assert a['classes'] == b['classes']
+        assert torch.equal(a['data_sample'].pred_sem_seg.data,
+                           b['data_sample'].pred_sem_seg.data)
+        np.testing.assert_array_equal(
+            cv2.imread(records[osp.basename(a['image'])]['label_png'],
+                       cv2.IMREAD_UNCHANGED),
+            a['data_sample'].pred_sem_seg.data[0].numpy())
+
+    # recorded only in the tower checkpoint's meta['clip'] (as the
+    # converter writes it, no prompts): imagenet80 templates, plain prompts
+    from mmlocat.utils.provenance import clip_provenance
+    state = torch.load(ckpt, weights_only=False)
+    # (the recorded weights are found next to the checkpoint)
+    meta_ckpt = osp.join(osp.dirname(zero_shot['weights']), 'meta.pth')
+    save_checkpoint(
+        state['state_dict'],
+        meta_ckpt,
+        meta=dict(clip=clip_provenance('tiny-zs-infer', zero_shot['weights'])))
+    from_meta = MMLocatInferencer(
+        cfg,
+        meta_ckpt,
+        classes=VOCAB,
+        vocab_cache=str(tmp_path / 'cache2'),
+        cfg_options={'model.text_embeddings': str(tmp_path / 'none.npy')})
+    np.testing.assert_allclose(
+        from_meta.model.text_embeddings.numpy(), want, atol=1e-6, rtol=0)
+
+    # without bg_thresh every pixel is one of the typed names
+    plain = MMLocatInferencer(
+        cfg,
+        ckpt,
+        classes=VOCAB,
+        vocab_cache=str(cache),
+        cfg_options={'model.bg_thresh': None})
+    assert plain.classes == VOCAB
+    result = plain(zero_shot['val_dir'])['predictions']
+    assert {c['cls'] for r in result for c in r['classes']} <= set(VOCAB)
+    # one embedding file served all three (no background row in it)
+    assert len(list(cache.glob('*.npy'))) == 1
