@@ -13,7 +13,8 @@ Prefix tokens (CLS, registers) get zero rows and columns.
 
 The numbers follow the authors' public (timm based) implementation, which
 the published checkpoints were trained with; the code here is written
-independently. Pure torch: no OpenMMLab import.
+independently. Pure torch: no OpenMMLab import, and no import of the
+kernels (they receive this module's outputs from the dispatcher).
 """
 import math
 from functools import lru_cache
@@ -23,12 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# Re-exported: callers have always found ``gaug_attention`` here.
-from .gaug_kernels import GAUG_IMPLS, gaug_attention, resolve_gaug_impl
-
 __all__ = [
-    'GaussianAugment', 'gaug_attention', 'gaug_eps', 'gaug_clamp_value',
-    'resolve_gaug_impl', 'GAUG_IMPLS', 'GAUG_PRECISIONS'
+    'GaussianAugment', 'gaug_eps', 'gaug_clamp_value', 'GAUG_PRECISIONS'
 ]
 
 # 'fp32': variance, amplitude, division and exp in float32 under autocast
