@@ -19,7 +19,7 @@ from mmengine.logging import print_log
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.pretrained import is_pretrained_cfg
+from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
 from mmlocat.utils.provenance import read_checkpoint_meta
 from .last_vit import LaStViT
 
@@ -109,11 +109,9 @@ class CLIPViT(LaStViT):
                 raise ValueError(f'CLIPViT needs {key}=True')
         if act is None:
             # mmseg injects ``pretrained=``, turned into init_cfg by LaStViT
-            init_cfg = kwargs.get('init_cfg')
-            if kwargs.get('pretrained') is not None:
-                init_cfg = dict(
-                    type='Pretrained', checkpoint=kwargs['pretrained'])
-            act = recorded_act(init_cfg)
+            act = recorded_act(
+                pretrained_init_cfg(
+                    kwargs.get('pretrained'), kwargs.get('init_cfg')))
             if act is None:
                 act = 'quick_gelu'
                 print_log(
@@ -188,10 +186,8 @@ class CLIPViT(LaStViT):
         value = F.linear(
             layer.ln1(tokens), qkv.weight[2 * channels:],
             None if qkv.bias is None else qkv.bias[2 * channels:])
-        attn_out = layer.attn.proj(value)
-        if hasattr(layer.attn, 'gamma1'):  # layer scale (identity in CLIP)
-            attn_out = layer.attn.gamma1(attn_out)
-        x = tokens + attn_out
+        # gamma1: the host attention's layer scale (identity in CLIP)
+        x = tokens + layer.attn.gamma1(layer.attn.proj(value))
         return layer.ffn(layer.ln2(x), identity=x)
 
     def dense_embeddings(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:

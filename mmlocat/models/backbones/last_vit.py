@@ -15,11 +15,11 @@ from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
-from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
-                         check_input_batch, finite_checks_on,
-                         validate_frozen_stages, validate_out_indices)
+from .vit_checks import (StrictPretrainedMixin, check_arch_args,
+                         check_input_batch, finite_checks_on)
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
@@ -103,19 +103,10 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             raise ValueError(
                 f'pos_embed_resample must be one of '
                 f'{self.POS_EMBED_RESAMPLES}, got {pos_embed_resample!r}')
-        if pretrained is not None:
-            if init_cfg is not None:
-                raise ValueError('give either pretrained or init_cfg, not '
-                                 'both')
-            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
-        num_layers = arch_num_layers(self.arch_zoo, arch)
-        if num_layers is not None:
-            kwargs['out_indices'] = validate_out_indices(
-                kwargs.get('out_indices', -1), num_layers)
-            validate_frozen_stages(kwargs.get('frozen_stages', -1), num_layers)
-        elif isinstance(kwargs.get('out_indices'), tuple):
-            # The parent rewrites negative indices in place.
-            kwargs['out_indices'] = list(kwargs['out_indices'])
+        init_cfg = pretrained_init_cfg(pretrained, init_cfg)
+        kwargs['out_indices'] = check_arch_args(
+            self.arch_zoo, arch, kwargs.get('out_indices', -1),
+            kwargs.get('frozen_stages', -1))
         super().__init__(arch=arch, init_cfg=init_cfg, **kwargs)
         self.pooling = pooling
         self.score_query = score_query
@@ -145,8 +136,12 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
         super().init_weights()
 
     def train(self, mode: bool = True) -> 'LaStViT':
-        """Set the train mode; a ``frozen`` backbone always stays in eval."""
+        """Set the train mode; a ``frozen`` backbone always stays in eval,
+        and so do the ``frozen_stages`` (as in mmpretrain's CNN backbones;
+        its ViT would put them back in train mode)."""
         super().train(mode and not self.frozen)
+        if mode and not self.frozen and self.frozen_stages > 0:
+            self._freeze_stages()
         return self
 
     def _encode(self, x: Tensor,

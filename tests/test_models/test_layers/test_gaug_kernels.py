@@ -165,7 +165,7 @@ def test_locatvit_equal_across_impls(monkeypatch, regs, size):
             img_size=32,
             num_register_tokens=regs,
             out_type='cls_token',
-            gaug_impl=impl)
+            gaug_cfg=dict(impl=impl))
         models[impl].init_weights()
         assert models[impl].layers[1].attn.gaug_impl == impl
     state = models['dense'].state_dict()
@@ -222,7 +222,7 @@ def test_resolve_gaug_impl():
                 num_heads=2,
                 feedforward_channels=64),
             img_size=32,
-            gaug_impl='sparse')
+            gaug_cfg=dict(impl='sparse'))
 
 
 @pytest.mark.parametrize('impl', ['dense', 'chunked', 'auto'])
