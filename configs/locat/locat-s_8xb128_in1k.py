@@ -2,4 +2,5 @@
 _base_ = './_base_/locat_in1k.py'
 
 model = dict(
-    backbone=dict(arch='s', drop_path_rate=0.2), head=dict(in_channels=384))
+    backbone=dict(arch='deit-small', drop_path_rate=0.2),
+    head=dict(in_channels=384))

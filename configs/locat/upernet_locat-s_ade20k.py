@@ -6,7 +6,7 @@ model = dict(
     backbone=dict(
         _delete_=True,
         type='mmlocat.LocAtViT',
-        arch='s',
+        arch='deit-small',
         # the pre-training grid (224 / 16) fixes GAug's cap, eps and clamp;
         # at the 512 crop the variances are rescaled, pos-embeds resampled
         img_size=224,

@@ -23,7 +23,7 @@ CLS_CONFIGS = sorted(
 TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 EXPECTED = {
     'locat-t_8xb128_in1k.py': ('t', 0.1, 192),
-    'locat-s_8xb128_in1k.py': ('s', 0.2, 384),
+    'locat-s_8xb128_in1k.py': ('deit-small', 0.2, 384),
     'locat-b_8xb128_in1k.py': ('b', 0.4, 768),
 }
 

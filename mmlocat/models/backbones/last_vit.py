@@ -18,6 +18,7 @@ from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
+from .vit_archs import VIT_ARCHS
 from .vit_checks import (StrictPretrainedMixin, check_arch_args,
                          check_input_batch, finite_checks_on)
 from .vit_init import init_weights_with_scheme
@@ -37,8 +38,11 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
     in the parent.
 
     Args:
-        arch: Arch alias of the parent (e.g. ``'b'``, ``'deit-small'``) or a
-            dict with ``embed_dims``, ``num_layers``, ``num_heads`` and
+        arch: An alias of the shared table
+            (:data:`~mmlocat.models.backbones.vit_archs.VIT_ARCHS`: the
+            parent's, e.g. ``'b'``, ``'s'`` (ViT-S, 768-d, 8 layers),
+            ``'deit-small'``, plus ``'t'`` = ``'deit-tiny'``) or a dict
+            with ``embed_dims``, ``num_layers``, ``num_heads`` and
             ``feedforward_channels``.
         pooling: ``'lazy_strike'`` or ``'cls'`` (the plain ViT baseline with
             the same class, for A/B comparisons).
@@ -72,6 +76,7 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             ``out_indices`` must be increasing and unique, ``frozen_stages``
             at most the number of blocks.
     """
+    arch_zoo = VIT_ARCHS
     POOLINGS = ('lazy_strike', 'cls')
     SCORE_QUERIES = ('global', 'cls')
     POS_EMBED_RESAMPLES = ('host', 'dino')

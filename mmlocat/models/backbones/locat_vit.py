@@ -21,11 +21,15 @@ from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer, build_gaug_cfg
+from .vit_archs import VIT_ARCHS, refuse_archs
 from .vit_checks import (StrictPretrainedMixin, check_arch_args,
                          check_input_batch, finite_checks_on)
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
+
+# 's'/'small' meant DeiT-S here before; mmpretrain's is another network.
+REFUSED_ARCHS = ('s', 'small')
 
 
 def resample_abs_pos_embed(pos_embed: torch.Tensor,
@@ -84,9 +88,14 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
     the classification pooling).
 
     Args:
-        arch: 't'/'tiny', 's'/'small', 'b'/'base', 'l'/'large' or a dict
-            with ``embed_dims``, ``num_layers``, ``num_heads`` and
-            ``feedforward_channels``.
+        arch: An alias of the shared table
+            (:data:`~mmlocat.models.backbones.vit_archs.VIT_ARCHS`:
+            mmpretrain's, plus 't'/'tiny' = 'deit-tiny'), e.g. 't' (the
+            paper's LocAtViT-T), 'deit-small' (LocAtViT-S), 'b'/'base'
+            (LocAtViT-B), or a dict with ``embed_dims``, ``num_layers``,
+            ``num_heads`` and ``feedforward_channels``. 's'/'small' is
+            refused with a message (it meant DeiT-S here before but is
+            mmpretrain's 768-d, 8-layer ViT-S elsewhere).
         img_size: Training input size; fixes the position-embedding grid
             and the GAug constants (variance cap, eps, clamp).
         patch_size: Patch size.
@@ -155,36 +164,7 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
     its meaning; GAug, PRR, ``pooling``, registers, ``use_pos_embed`` and
     ``pos_embed_antialias`` are the additions.
     """
-    arch_zoo = {
-        **dict.fromkeys(
-            ['t', 'tiny'], {
-                'embed_dims': 192,
-                'num_layers': 12,
-                'num_heads': 3,
-                'feedforward_channels': 192 * 4
-            }),
-        **dict.fromkeys(
-            ['s', 'small'], {
-                'embed_dims': 384,
-                'num_layers': 12,
-                'num_heads': 6,
-                'feedforward_channels': 384 * 4
-            }),
-        **dict.fromkeys(
-            ['b', 'base'], {
-                'embed_dims': 768,
-                'num_layers': 12,
-                'num_heads': 12,
-                'feedforward_channels': 768 * 4
-            }),
-        **dict.fromkeys(
-            ['l', 'large'], {
-                'embed_dims': 1024,
-                'num_layers': 24,
-                'num_heads': 16,
-                'feedforward_channels': 1024 * 4
-            }),
-    }
+    arch_zoo = {k: v for k, v in VIT_ARCHS.items() if k not in REFUSED_ARCHS}
     POOLINGS = ('cls', 'gap')
     NEW_KEY_GROUPS = ('attn.gaug.', )
     #: NaN / inf check of the input batch (one host sync): None follows
@@ -224,6 +204,7 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
                  gaug_impl: Optional[str] = None,
                  gaug_precision: Optional[str] = None,
                  gaug_fast: Optional[bool] = None) -> None:
+        refuse_archs(arch, REFUSED_ARCHS, type(self).__name__)
         gaug_cfg = build_gaug_cfg(
             gaug_cfg,
             gaug_clamp=gaug_clamp,

@@ -245,7 +245,7 @@ def test_drill_cases_with_the_real_archs(tmp_path):
     with pytest.raises(ValueError, match='frozen_stages=99'):
         LocAtViT('t', frozen_stages=99)
     path = save(tmp_path, prefixed(LocAtViT('t')))
-    model = LocAtViT('s', init_cfg=pretrained(path, prefix='backbone.'))
+    model = LocAtViT('deit-s', init_cfg=pretrained(path, prefix='backbone.'))
     with pytest.raises(RuntimeError, match='have another shape'):
         model.init_weights()
     model = LocAtViT('t', init_cfg=pretrained(path))
