@@ -5,7 +5,7 @@
 # the box. Test only:
 #   python tools/test.py configs/last/pib_last-b_in1k.py CHECKPOINT
 # CHECKPOINT: the released torchvision weights converted with
-#   python tools/model_converters/lastvit2mmlocat.py SRC.pth CHECKPOINT.pth
+#   python tools/model_converters/last_vit2mmlocat.py SRC.pth CHECKPOINT.pth
 _base_ = ['mmpretrain::_base_/default_runtime.py']
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)

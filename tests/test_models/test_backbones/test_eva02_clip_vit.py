@@ -289,7 +289,7 @@ def test_cli_converts_full_eva_checkpoint(reference, tmp_path, repo_root,
     dst = osp.join(tmp_path, 'eva_mmlocat.pth')
     torch.save(full_eva_clip_state_dict(reference), src)
     proc = subprocess.run(
-        [sys.executable, 'tools/model_converters/eva2mmlocat.py', src, dst],
+        [sys.executable, 'tools/model_converters/eva02_clip2mmlocat.py', src, dst],
         cwd=repo_root,
         env=subprocess_env,
         capture_output=True,
@@ -315,7 +315,7 @@ def test_cli_rejects_unknown_format(tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'other.pth')
     torch.save({'conv.weight': torch.zeros(2, 2)}, src)
     proc = subprocess.run([
-        sys.executable, 'tools/model_converters/eva2mmlocat.py', src,
+        sys.executable, 'tools/model_converters/eva02_clip2mmlocat.py', src,
         osp.join(tmp_path, 'out.pth')
     ],
                           cwd=repo_root,

@@ -94,7 +94,7 @@ def test_torchvision_parity_through_cli(torchvision_vit, prefix, tmp_path,
         for k, v in torchvision_vit.state_dict().items()
     }, src)
     proc = subprocess.run([
-        sys.executable, 'tools/model_converters/lastvit2mmlocat.py', src, dst
+        sys.executable, 'tools/model_converters/last_vit2mmlocat.py', src, dst
     ],
                           cwd=repo_root,
                           env=subprocess_env,
