@@ -7,11 +7,8 @@ parameter names (``layers.i.ln1``, ``attn.qkv``, ``ffn.layers.*``) and
 position-embedding resizing are the parent's and the model has no new
 parameters: only the global token changes.
 """
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
-import torch
-from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor
 
 from mmlocat.registry import MODELS
@@ -19,15 +16,15 @@ from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
 from .vit_archs import VIT_ARCHS
-from .vit_checks import (StrictPretrainedMixin, check_arch_args,
-                         check_input_batch, finite_checks_on)
+from .vit_base import TokenLoopViT
+from .vit_checks import check_arch_args, finite_checks_on
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
 
 
 @MODELS.register_module()
-class LaStViT(StrictPretrainedMixin, VisionTransformer):
+class LaStViT(TokenLoopViT):
     """Vision Transformer with LazyStrike pooling (LaSt-ViT).
 
     The CLS input token stays in the sequence, but with
@@ -149,48 +146,13 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             self._freeze_stages()
         return self
 
-    def _encode(self, x: Tensor,
-                indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
-        """Run the ViT and keep the tokens after the layers in ``indices``.
-
-        The final norm is applied after the last layer, as in the parent.
-
-        Returns:
-            The kept ``(B, L, C)`` token sequences and the patch grid.
-        """
-        check_input_batch(x, finite_checks_on(self), type(self).__name__)
-        batch = x.shape[0]
-        x, hw = self.patch_embed(x)
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(batch, -1, -1), x), dim=1)
-        x = x + self._pos_embed_for(tuple(hw))
-        x = self.pre_norm(self.drop_after_pos(x))
-        kept = []
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i == len(self.layers) - 1 and self.final_norm:
-                x = self.ln1(x)
-            if i in indices:
-                kept.append(x)
-        return kept, hw
-
     def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
         """The position embedding resampled to the patch grid ``hw``."""
         if self.pos_embed_resample == 'dino':
             return dino_resample_pos_embed(self.pos_embed,
                                            self.patch_resolution, hw,
                                            self.num_extra_tokens)
-        return resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            hw,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
-
-    def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
-        """Return one output per ``out_indices`` entry, as the parent."""
-        tokens, hw = self._encode(x, self.out_indices)
-        return tuple(self._format_output(t, hw) for t in tokens)
+        return super()._pos_embed_for(hw)
 
     def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
         if self.out_type == 'cls_token':
@@ -225,7 +187,7 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             computed also for ``pooling='cls'`` to compare) and ``featmap``
             ``(B, C, h, w)`` (final-norm patch tokens).
         """
-        (tokens, ), hw = self._encode(x, [len(self.layers) - 1])
+        (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1])
         patches = tokens[:, self.num_extra_tokens:]
         check = finite_checks_on(self)
         result = self.lazy_strike(patches, check_finite=check)

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from mmengine.model import ModuleList
-from mmpretrain.models.backbones import VisionTransformer
 from torch import nn
 
 from mmlocat.registry import MODELS
@@ -22,8 +21,8 @@ from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer, build_gaug_cfg
 from .vit_archs import VIT_ARCHS, refuse_archs
-from .vit_checks import (StrictPretrainedMixin, check_arch_args,
-                         check_input_batch, finite_checks_on)
+from .vit_base import TokenLoopViT
+from .vit_checks import check_arch_args
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
@@ -80,7 +79,7 @@ def resample_abs_pos_embed(pos_embed: torch.Tensor,
 
 
 @MODELS.register_module()
-class LocAtViT(StrictPretrainedMixin, VisionTransformer):
+class LocAtViT(TokenLoopViT):
     """Locality-Attending Vision Transformer.
 
     A plain ViT plus GAug (a learnable Gaussian bias on the attention
@@ -374,30 +373,13 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
             mode=self.interpolate_mode,
             antialias=self.pos_embed_antialias)
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """Forward images (B, C, H, W); returns one output per index."""
-        check_input_batch(x, finite_checks_on(self), type(self).__name__)
-        batch = x.shape[0]
-        x, hw = self.patch_embed(x)
-        hw = tuple(hw)
-        tokens = [
-            t.expand(batch, -1, -1) for t in (self.cls_token, self.reg_token)
-            if t is not None
-        ]
-        x = torch.cat(tokens + [x], dim=1)
-        if self.pos_embed is not None:
-            x = x + self._pos_embed_for(hw)
-        x = self.drop_after_pos(x)
-        x = self.pre_norm(x)
+    def prefix_tokens(self) -> Sequence[torch.Tensor]:
+        """CLS (with ``pooling='cls'``), then the registers."""
+        return [t for t in (self.cls_token, self.reg_token) if t is not None]
 
-        outs = []
-        for i, layer in enumerate(self.layers):
-            x = layer(x, hw)
-            if i == len(self.layers) - 1 and self.final_norm:
-                x = self.ln1(x)
-            if i in self.out_indices:
-                outs.append(self._format_output(x, hw))
-        return tuple(outs)
+    def layer_args(self, hw: Tuple[int, int], tokens: torch.Tensor) -> tuple:
+        """GAug's blocks receive the patch grid."""
+        return (hw, )
 
     def _format_output(self, x: torch.Tensor, hw: tuple) -> torch.Tensor:
         if self.out_type in ('raw', 'featmap'):
