@@ -15,8 +15,9 @@ from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import LayerScale
 
 from mmlocat.models import LaStViT, LocAtViT
+from mmlocat.testing.tiny_archs import tiny_vit
 
-ARCH = dict(embed_dims=32, num_layers=3, num_heads=4, feedforward_channels=64)
+ARCH = tiny_vit(num_layers=3, num_heads=4)
 BACKBONES = [LocAtViT, LaStViT]
 
 

@@ -10,8 +10,9 @@ from mmlocat.models.backbones.locat_layers import (GAUG_CFG_DEFAULTS,
                                                    GAugAttention,
                                                    LocAtEncoderLayer,
                                                    build_gaug_cfg)
+from mmlocat.testing.tiny_archs import TINY_VIT
 
-ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+ARCH = TINY_VIT
 
 
 def test_layers_subclass_the_host_with_its_parameter_names():

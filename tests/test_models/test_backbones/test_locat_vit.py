@@ -13,8 +13,9 @@ from torch import nn
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import LaStViT, LocAtViT
 from mmlocat.models.layers import GaussianAugment
+from mmlocat.testing.tiny_archs import TINY_VIT
 
-TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+TINY = TINY_VIT
 
 
 def tiny(**kwargs) -> LocAtViT:

@@ -12,8 +12,9 @@ import torchvision
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
 from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
+from mmlocat.testing.tiny_archs import tiny_vit
 
-ARCH = dict(embed_dims=32, num_layers=3, num_heads=2, feedforward_channels=64)
+ARCH = tiny_vit(num_layers=3)
 WIDE = dict(ARCH, embed_dims=48, feedforward_channels=96)
 BACKBONES = {
     'locat': LocAtViT,
