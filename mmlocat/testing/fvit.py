@@ -35,6 +35,25 @@ def write_embeddings(path, names, seed=0, background=True) -> str:
     return str(path)
 
 
+def _assigner(pos: float, neg: float, min_pos: float, **kwargs) -> dict:
+    return dict(
+        type='MaxIoUAssigner',
+        pos_iou_thr=pos,
+        neg_iou_thr=neg,
+        min_pos_iou=min_pos,
+        ignore_iof_thr=-1,
+        **kwargs)
+
+
+def _sampler(pos_fraction: float, **kwargs) -> dict:
+    return dict(
+        type='RandomSampler',
+        num=64,
+        pos_fraction=pos_fraction,
+        neg_pos_ub=-1,
+        **kwargs)
+
+
 def tiny_fvit_cfg(emb_file: str,
                   class_names: Sequence[str],
                   base_class_names: Optional[Sequence[str]] = None,
@@ -139,19 +158,8 @@ def tiny_fvit_cfg(emb_file: str,
         roi_head=roi_head,
         train_cfg=dict(
             rpn=dict(
-                assigner=dict(
-                    type='MaxIoUAssigner',
-                    pos_iou_thr=0.7,
-                    neg_iou_thr=0.3,
-                    min_pos_iou=0.3,
-                    match_low_quality=True,
-                    ignore_iof_thr=-1),
-                sampler=dict(
-                    type='RandomSampler',
-                    num=64,
-                    pos_fraction=0.5,
-                    neg_pos_ub=-1,
-                    add_gt_as_proposals=False),
+                assigner=_assigner(0.7, 0.3, 0.3, match_low_quality=True),
+                sampler=_sampler(0.5, add_gt_as_proposals=False),
                 allowed_border=-1,
                 pos_weight=-1,
                 debug=False),
@@ -161,19 +169,8 @@ def tiny_fvit_cfg(emb_file: str,
                 nms=dict(type='nms', iou_threshold=0.7),
                 min_bbox_size=0),
             rcnn=dict(
-                assigner=dict(
-                    type='MaxIoUAssigner',
-                    pos_iou_thr=0.5,
-                    neg_iou_thr=0.5,
-                    min_pos_iou=0.5,
-                    match_low_quality=False,
-                    ignore_iof_thr=-1),
-                sampler=dict(
-                    type='RandomSampler',
-                    num=64,
-                    pos_fraction=0.25,
-                    neg_pos_ub=-1,
-                    add_gt_as_proposals=True),
+                assigner=_assigner(0.5, 0.5, 0.5, match_low_quality=False),
+                sampler=_sampler(0.25, add_gt_as_proposals=True),
                 mask_size=28,
                 pos_weight=-1,
                 debug=False)),

@@ -16,8 +16,25 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .last_vit import LaStViT
+from .vit_archs import VIT_ARCHS
 
-__all__ = ['CLIPTower']
+__all__ = ['CLIPTower', 'clip_archs']
+
+
+def clip_archs(b: dict, l: dict) -> dict:  # noqa: E741
+    """A tower's ``arch_zoo``: ``'b'``/``'base'`` and ``'l'``/``'large'``
+    of the shared table (:data:`~.vit_archs.VIT_ARCHS`), updated with the
+    tower's own entries (``output_dims``, ...)."""
+    return {
+        **dict.fromkeys(['b', 'base'], {
+                            **VIT_ARCHS['b'],
+                            **b
+                        }),
+        **dict.fromkeys(['l', 'large'], {
+                            **VIT_ARCHS['l'],
+                            **l
+                        }),
+    }
 
 
 class CLIPTower(LaStViT):

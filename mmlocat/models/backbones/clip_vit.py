@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
 from mmlocat.utils.provenance import read_checkpoint_meta
-from .clip_tower import CLIPTower
+from .clip_tower import CLIPTower, clip_archs
 
 __all__ = ['CLIPViT']
 
@@ -80,22 +80,8 @@ class CLIPViT(CLIPTower):
         **kwargs: Arguments of :class:`LaStViT` (``pooling``, ``topk``,
             ``topk_ratio``, ``frozen``, ``out_type``, ``out_indices``, ...).
     """
-    arch_zoo = {
-        **dict.fromkeys(['b', 'base'],
-                        dict(
-                            embed_dims=768,
-                            num_layers=12,
-                            num_heads=12,
-                            feedforward_channels=3072,
-                            output_dims=512)),
-        **dict.fromkeys(['l', 'large'],
-                        dict(
-                            embed_dims=1024,
-                            num_layers=24,
-                            num_heads=16,
-                            feedforward_channels=4096,
-                            output_dims=768)),
-    }
+    # The shared ViT-B / ViT-L sizes with CLIP's joint-space widths.
+    arch_zoo = clip_archs(b=dict(output_dims=512), l=dict(output_dims=768))
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',

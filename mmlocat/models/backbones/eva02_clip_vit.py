@@ -10,15 +10,12 @@ embedding, no pre-norm, 2-D RoPE layers (:mod:`.eva02_clip_layers`), a final
 ``LayerNorm(eps=1e-6)`` and a linear ``head`` to the joint embedding space.
 The global token is pooled after the final norm and then projected.
 """
-import copy
 from typing import Optional, Sequence, Tuple, Union
 
-import numpy as np
-from mmengine.model import ModuleList
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
-from .clip_tower import CLIPTower
+from .clip_tower import CLIPTower, clip_archs
 from .eva02_clip_layers import EVA02CLIPLayer, RopeTable, eva_rope_table
 
 __all__ = ['EVA02CLIPViT']
@@ -68,26 +65,19 @@ class EVA02CLIPViT(CLIPTower):
             ``topk_ratio``, ``frozen``, ``out_type``, ``out_indices``,
             ``init_cfg``, ...).
     """
-    arch_zoo = {
-        **dict.fromkeys(['b', 'base'],
-                        dict(
-                            embed_dims=768,
-                            num_layers=12,
-                            num_heads=12,
-                            feedforward_channels=2048,
-                            output_dims=512,
-                            patch_size=16,
-                            img_size=224)),
-        **dict.fromkeys(['l', 'large'],
-                        dict(
-                            embed_dims=1024,
-                            num_layers=24,
-                            num_heads=16,
-                            feedforward_channels=2730,
-                            output_dims=768,
-                            patch_size=14,
-                            img_size=336)),
-    }
+    # The shared ViT-B / ViT-L sizes with EVA's SwiGLU widths (2/3 of 4x,
+    # as released), joint-space widths and pre-training inputs.
+    arch_zoo = clip_archs(
+        b=dict(
+            feedforward_channels=2048,
+            output_dims=512,
+            patch_size=16,
+            img_size=224),
+        l=dict(
+            feedforward_channels=2730,
+            output_dims=768,
+            patch_size=14,
+            img_size=336))
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -126,29 +116,15 @@ class EVA02CLIPViT(CLIPTower):
         self.rope_pt_seq_len = rope_pt_seq_len
         self.rope_theta = rope_theta
         # The parent built mmpretrain encoder layers; EVA's replace them.
-        if layer_cfgs is None:
-            layer_cfgs = dict()
-        if isinstance(layer_cfgs, dict):
-            layer_cfgs = [layer_cfgs] * self.num_layers
-        if len(layer_cfgs) != self.num_layers:
-            raise ValueError(f'{len(layer_cfgs)} layer_cfgs for '
-                             f'{self.num_layers} layers')
-        dpr = np.linspace(0, drop_path_rate, self.num_layers)
-        self.layers = ModuleList()
-        for i in range(self.num_layers):
-            cfg = dict(
-                embed_dims=self.embed_dims,
-                num_heads=self.num_heads,
-                feedforward_channels=self.
-                arch_settings['feedforward_channels'],
-                qkv_bias=qkv_bias,
-                sub_ln=sub_ln,
-                norm_cfg=copy.deepcopy(norm_cfg),
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
-                drop_path_rate=float(dpr[i]))
-            cfg.update(layer_cfgs[i])
-            self.layers.append(EVA02CLIPLayer(**cfg))
+        self.replace_layers(
+            EVA02CLIPLayer,
+            layer_cfgs,
+            drop_path_rate,
+            qkv_bias=qkv_bias,
+            sub_ln=sub_ln,
+            norm_cfg=norm_cfg,
+            drop_rate=drop_rate,
+            attn_drop_rate=attn_drop_rate)
         # Validate the RoPE settings once, at the pre-training grid.
         eva_rope_table(self.patch_resolution,
                        self.embed_dims // self.num_heads, rope_pt_seq_len,

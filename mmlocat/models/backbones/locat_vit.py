@@ -10,10 +10,8 @@ Built on mmpretrain's :class:`VisionTransformer` the way ``ViTEVA02`` is.
 import math
 from typing import Optional, Sequence, Tuple, Union
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from mmengine.model import ModuleList
 from torch import nn
 
 from mmlocat.registry import MODELS
@@ -269,31 +267,19 @@ class LocAtViT(TokenLoopViT):
             torch.zeros(1, self.num_extra_tokens + num_patches,
                         self.embed_dims)) if use_pos_embed else None
 
-        dpr = np.linspace(0, drop_path_rate, self.num_layers)
-        if isinstance(layer_cfgs, dict):
-            layer_cfgs = [layer_cfgs] * self.num_layers
-        if len(layer_cfgs) != self.num_layers:
-            raise ValueError(f'layer_cfgs has {len(layer_cfgs)} entries for '
-                             f'{self.num_layers} layers')
-        self.layers = ModuleList()
-        for i in range(self.num_layers):
-            _layer_cfg = dict(
-                embed_dims=self.embed_dims,
-                num_heads=self.num_heads,
-                feedforward_channels=self.
-                arch_settings['feedforward_channels'],
-                grid_size=self.patch_resolution,
-                num_prefix_tokens=self.num_extra_tokens,
-                gaug=gaug,
-                gaug_cfg=gaug_cfg,
-                layer_scale_init_value=layer_scale_init_value,
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
-                drop_path_rate=float(dpr[i]),
-                qkv_bias=qkv_bias,
-                norm_cfg=norm_cfg)
-            _layer_cfg.update(layer_cfgs[i])
-            self.layers.append(LocAtEncoderLayer(**_layer_cfg))
+        self.replace_layers(
+            LocAtEncoderLayer,
+            layer_cfgs,
+            drop_path_rate,
+            grid_size=self.patch_resolution,
+            num_prefix_tokens=self.num_extra_tokens,
+            gaug=gaug,
+            gaug_cfg=gaug_cfg,
+            layer_scale_init_value=layer_scale_init_value,
+            drop_rate=drop_rate,
+            attn_drop_rate=attn_drop_rate,
+            qkv_bias=qkv_bias,
+            norm_cfg=norm_cfg)
 
         self.prr = PRR(self.num_heads) if prr else None
 

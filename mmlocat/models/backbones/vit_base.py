@@ -17,9 +17,12 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   :mod:`mmlocat.utils.pretrained`) and the input checks of
   :mod:`.vit_checks`.
 """
-from typing import List, Sequence, Tuple
+import copy
+from typing import List, Sequence, Tuple, Union
 
+import numpy as np
 import torch
+from mmengine.model import ModuleList
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor
@@ -32,6 +35,39 @@ __all__ = ['TokenLoopViT']
 
 class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
     """mmpretrain's ViT with one overridable token loop (see the module)."""
+
+    def replace_layers(self, layer_type: type,
+                       layer_cfgs: Union[dict, Sequence[dict], None],
+                       drop_path_rate: float, **common) -> None:
+        """Replace the host's blocks by ``layer_type`` blocks.
+
+        Every block gets the arch's ``embed_dims``, ``num_heads`` and
+        ``feedforward_channels``, its linear stochastic-depth rate (as the
+        host), ``common`` and then its entry of ``layer_cfgs`` (one dict
+        for all blocks or one per block).
+
+        Raises:
+            ValueError: If a ``layer_cfgs`` list has another length.
+        """
+        if layer_cfgs is None:
+            layer_cfgs = dict()
+        if isinstance(layer_cfgs, dict):
+            layer_cfgs = [layer_cfgs] * self.num_layers
+        if len(layer_cfgs) != self.num_layers:
+            raise ValueError(f'layer_cfgs has {len(layer_cfgs)} entries for '
+                             f'{self.num_layers} layers')
+        dpr = np.linspace(0, drop_path_rate, self.num_layers)
+        self.layers = ModuleList()
+        for i in range(self.num_layers):
+            cfg = dict(
+                embed_dims=self.embed_dims,
+                num_heads=self.arch_settings['num_heads'],
+                feedforward_channels=self.
+                arch_settings['feedforward_channels'],
+                drop_path_rate=float(dpr[i]),
+                **copy.deepcopy(common))
+            cfg.update(layer_cfgs[i])
+            self.layers.append(layer_type(**cfg))
 
     def prefix_tokens(self) -> Sequence[Tensor]:
         """The ``(1, n, C)`` tokens put before the patches (CLS, ...)."""
