@@ -54,6 +54,14 @@ def _sampler(pos_fraction: float, **kwargs) -> dict:
         **kwargs)
 
 
+def _rpn_nms(max_per_img: int) -> dict:
+    return dict(
+        nms_pre=200,
+        max_per_img=max_per_img,
+        nms=dict(type='nms', iou_threshold=0.7),
+        min_bbox_size=0)
+
+
 def tiny_fvit_cfg(emb_file: str,
                   class_names: Sequence[str],
                   base_class_names: Optional[Sequence[str]] = None,
@@ -163,11 +171,7 @@ def tiny_fvit_cfg(emb_file: str,
                 allowed_border=-1,
                 pos_weight=-1,
                 debug=False),
-            rpn_proposal=dict(
-                nms_pre=200,
-                max_per_img=100,
-                nms=dict(type='nms', iou_threshold=0.7),
-                min_bbox_size=0),
+            rpn_proposal=_rpn_nms(max_per_img=100),
             rcnn=dict(
                 assigner=_assigner(0.5, 0.5, 0.5, match_low_quality=False),
                 sampler=_sampler(0.25, add_gt_as_proposals=True),
@@ -175,11 +179,7 @@ def tiny_fvit_cfg(emb_file: str,
                 pos_weight=-1,
                 debug=False)),
         test_cfg=dict(
-            rpn=dict(
-                nms_pre=200,
-                max_per_img=50,
-                nms=dict(type='nms', iou_threshold=0.7),
-                min_bbox_size=0),
+            rpn=_rpn_nms(max_per_img=50),
             rcnn=dict(
                 score_thr=0.0,
                 nms=dict(type='nms', iou_threshold=0.5),
