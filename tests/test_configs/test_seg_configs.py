@@ -31,6 +31,8 @@ DATASETS = {
     'pascal-context-59': ('PascalContextDataset59', 59, (480, 480)),
 }
 WIDTH = dict(t=192, s=384, b=768)
+# The backbone arch of a file-name size (S is DeiT-S: 'deit-small').
+ARCH_OF = dict(t='t', s='deit-small', b='b')
 IMAGENET_MEAN = [123.675, 116.28, 103.53]
 IMAGENET_STD = [58.395, 57.12, 57.375]
 TINY = dict(embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64)
@@ -133,7 +135,7 @@ def test_upernet_recipe(name):
     assert model.neck.in_channels == [width] * 4
     assert model.neck.out_channels == width
     backbone = model.backbone
-    assert backbone.arch == arch
+    assert backbone.arch == ARCH_OF[arch]
     assert backbone.img_size == 224 and backbone.patch_size == 16
     assert backbone.out_type == 'featmap'
     assert list(backbone.out_indices) == [2, 5, 8, 11]
@@ -192,7 +194,7 @@ def test_probe_recipe(name):
     model = cfg.model
     backbone = model.backbone
     assert backbone.type == 'mmlocat.LocAtViT'
-    assert backbone.arch == arch
+    assert backbone.arch == ARCH_OF[arch]
     # last block, before the final norm, frozen
     assert backbone.out_indices in (-1, [-1], (-1, ), 11, [11], (11, ))
     assert backbone.final_norm is False
