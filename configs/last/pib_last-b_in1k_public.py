@@ -1,37 +1,15 @@
 # Point-in-Box of LaSt-ViT-B/16 with the rule of the public evaluation
 # script (ChengShiest/LAST-ViT visualization/evaluate_patch_hit.py), for
 # numbers comparable with the paper's (see README.md, "PiB protocols"):
-# * patch scores against the CLS output, as the script's DenseViT does for
-#   every checkpoint (LaStViT score_query='cls');
-# * the 25% filter and the box mapping on the raw XML integers
-#   (one_based=False); the metric maps the kept original boxes itself:
-#   one scale factor, floored centre-crop offset, cells a box only touches
-#   count, boxes cropped off at the left / top hit row / column 0.
-# The image itself is preprocessed as torchvision's Resize(256) +
-# CenterCrop(224). Test only:
+# pib_vit-b_in1k_public.py with mmlocat.LaStViT as the backbone, its patch
+# scores against the CLS output (score_query='cls'), as the script's
+# DenseViT does for every checkpoint. Test only:
 #   python tools/test.py configs/last/pib_last-b_in1k_public.py CHECKPOINT
-_base_ = ['./pib_last-b_in1k.py']
+_base_ = ['./pib_vit-b_in1k_public.py']
 
-model = dict(backbone=dict(score_query='cls'))
-
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='mmlocat.KeepOriginalBoxes'),
-    dict(
-        type='ResizeEdge',
-        scale=256,
-        edge='short',
-        backend='pillow',
-        interpolation='bilinear'),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs', algorithm_keys=('ori_gt_bboxes', )),
-]
-test_dataloader = dict(dataset=dict(one_based=False, pipeline=test_pipeline))
-test_evaluator = [
-    dict(
-        type='mmlocat.PointInBox',
-        patch_size=16,
-        protocol='public',
-        resize=256,
-        crop_size=224)
-]
+model = dict(
+    backbone=dict(
+        type='mmlocat.LaStViT',
+        pooling='lazy_strike',
+        topk=1,
+        score_query='cls'))

@@ -1,13 +1,36 @@
-# PiB of the plain ViT-B/16 baseline with the public script's rule (see
-# pib_last-b_in1k_public.py): CLS-output patch scores, raw-integer boxes
-# mapped by the metric.
-_base_ = ['./pib_last-b_in1k_public.py']
+# Point-in-Box of the plain ViT-B/16 baseline with the rule of the public
+# evaluation script (ChengShiest/LAST-ViT
+# visualization/evaluate_patch_hit.py), for numbers comparable with the
+# paper's (see README.md, "PiB protocols"):
+# * patch scores against the CLS output, as the script's DenseViT does for
+#   every checkpoint (pib_last-b_in1k_public.py: LaStViT score_query='cls');
+# * the 25% filter and the box mapping on the raw XML integers
+#   (one_based=False); the metric maps the kept original boxes itself:
+#   one scale factor, floored centre-crop offset, cells a box only touches
+#   count, boxes cropped off at the left / top hit row / column 0.
+# The image itself is preprocessed as torchvision's Resize(256) +
+# CenterCrop(224). Test only:
+#   python tools/test.py configs/last/pib_vit-b_in1k_public.py CHECKPOINT
+_base_ = ['./pib_vit-b_in1k.py']
 
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='VisionTransformer',
-        arch='b',
-        img_size=224,
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='mmlocat.KeepOriginalBoxes'),
+    dict(
+        type='ResizeEdge',
+        scale=256,
+        edge='short',
+        backend='pillow',
+        interpolation='bilinear'),
+    dict(type='CenterCrop', crop_size=224),
+    dict(type='PackInputs', algorithm_keys=('ori_gt_bboxes', )),
+]
+test_dataloader = dict(dataset=dict(one_based=False, pipeline=test_pipeline))
+test_evaluator = [
+    dict(
+        type='mmlocat.PointInBox',
         patch_size=16,
-        out_type='cls_token'))
+        protocol='public',
+        resize=256,
+        crop_size=224)
+]

@@ -1,11 +1,3 @@
-# The papers' frozen probe (spec/locat.md section 4) on LocAtViT-B.
+# The papers' frozen probe (spec/locat.md section 4) on LocAtViT-B, PASCAL
+# Context-59: the probe recipe as it stands (LocAtViT-B is its model).
 _base_ = '../_base_/seg/probe_pascal-context-59-480x480_20k.py'
-
-model = dict(
-    backbone=dict(
-        arch='b',
-        init_cfg=dict(
-            type='Pretrained',
-            checkpoint='checkpoints/locat-b_in1k.pth',
-            prefix='backbone.')),
-    decode_head=dict(in_channels=768))

@@ -1,11 +1,8 @@
-# The papers' frozen probe (spec/locat.md section 4) on LocAtViT-T.
-_base_ = '../_base_/seg/probe_ade20k-512x512_20k.py'
+# The papers' frozen probe on LocAtViT-T, ADE20K: probe_locat-b_ade20k.py at
+# width 192.
+_base_ = './probe_locat-b_ade20k.py'
 
 model = dict(
     backbone=dict(
-        arch='t',
-        init_cfg=dict(
-            type='Pretrained',
-            checkpoint='checkpoints/locat-t_in1k.pth',
-            prefix='backbone.')),
+        arch='t', init_cfg=dict(checkpoint='checkpoints/locat-t_in1k.pth')),
     decode_head=dict(in_channels=192))

@@ -1,11 +1,8 @@
-# The papers' frozen probe (spec/locat.md section 4) on LocAtViT-T.
-_base_ = '../_base_/seg/probe_pascal-context-59-480x480_20k.py'
+# The papers' frozen probe on LocAtViT-T, PASCAL Context-59:
+# probe_locat-b_pascal-context-59.py at width 192.
+_base_ = './probe_locat-b_pascal-context-59.py'
 
 model = dict(
     backbone=dict(
-        arch='t',
-        init_cfg=dict(
-            type='Pretrained',
-            checkpoint='checkpoints/locat-t_in1k.pth',
-            prefix='backbone.')),
+        arch='t', init_cfg=dict(checkpoint='checkpoints/locat-t_in1k.pth')),
     decode_head=dict(in_channels=192))

@@ -1,20 +1,11 @@
-# UperNet + LocAtViT-B on coco-stuff164k: mmseg's ViT-UperNet recipe, only the
-# backbone (and the channel widths it implies) swapped.
-_base_ = '../_base_/seg/upernet_vit_coco-stuff164k-512x512_80k.py'
+# UperNet + LocAtViT-B on COCO-Stuff-164k: the model base
+# (_base_/seg/upernet_locat-b.py) with mmseg's ViT-UperNet data and schedule,
+# the dataset's classes and crop set in place.
+_base_ = [
+    '../_base_/seg/upernet_locat-b.py',
+    '../_base_/seg/upernet_vit_coco-stuff164k-512x512_80k.py'
+]
 
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='mmlocat.LocAtViT',
-        arch='b',
-        # the pre-training grid (224 / 16) fixes GAug's cap, eps and clamp;
-        # at the 512 crop the variances are rescaled, pos-embeds resampled
-        img_size=224,
-        patch_size=16,
-        out_type='featmap',
-        out_indices=(2, 5, 8, 11),
-        final_norm=False,
-        init_cfg=dict(
-            type='Pretrained',
-            checkpoint='checkpoints/locat-b_in1k.pth',
-            prefix='backbone.')))
+_base_.model.data_preprocessor.size = (512, 512)
+_base_.model.decode_head.num_classes = 171
+_base_.model.auxiliary_head.num_classes = 171

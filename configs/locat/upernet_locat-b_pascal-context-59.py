@@ -1,20 +1,12 @@
-# UperNet + LocAtViT-B on pascal-context-59: mmseg's ViT-UperNet recipe, only
-# the backbone (and the channel widths it implies) swapped.
-_base_ = '../_base_/seg/upernet_vit_pascal-context-59-480x480_80k.py'
+# UperNet + LocAtViT-B on PASCAL Context-59: the model base
+# (_base_/seg/upernet_locat-b.py) with mmseg's ViT-UperNet data and schedule,
+# the dataset's classes and crop set in place.
+_base_ = [
+    '../_base_/seg/upernet_locat-b.py',
+    '../_base_/seg/upernet_vit_pascal-context-59-480x480_80k.py'
+]
 
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='mmlocat.LocAtViT',
-        arch='b',
-        # the pre-training grid (224 / 16) fixes GAug's cap, eps and clamp;
-        # at the 480 crop the variances are rescaled, pos-embeds resampled
-        img_size=224,
-        patch_size=16,
-        out_type='featmap',
-        out_indices=(2, 5, 8, 11),
-        final_norm=False,
-        init_cfg=dict(
-            type='Pretrained',
-            checkpoint='checkpoints/locat-b_in1k.pth',
-            prefix='backbone.')))
+_base_.model.data_preprocessor.size = (480, 480)
+_base_.model.decode_head.num_classes = 59
+_base_.model.auxiliary_head.num_classes = 59
+_base_.model.test_cfg = _base_.slide_test_cfg

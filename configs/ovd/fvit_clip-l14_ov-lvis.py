@@ -1,70 +1,35 @@
-# F-ViT, frozen OpenAI CLIP ViT-L/14 (plain weights), OV-LVIS, input 896.
+# F-ViT, frozen OpenAI CLIP ViT-L/14 (plain weights), OV-LVIS, input 896:
+# fvit_clip-b16_ov-lvis.py edited in place (as mmdet's leaves do) for the
+# L/14 tower, as fvit_clip-l14_ov-coco.py, and F-ViT's L/14 novel-class
+# fusion weight (beta 0.4).
 _base_ = './fvit_clip-b16_ov-lvis.py'
-model = dict(
-    data_preprocessor=dict(batch_augments=[
-        dict(type='BatchFixedSizePad', size=(896, 896), pad_mask=True)
-    ]),
-    backbone=dict(
-        arch='l',
-        patch_size=14,
-        out_indices=(6, 10, 14, 23),
-        init_cfg=dict(checkpoint='checkpoints/clip-vit-l14_mmlocat.pth')),
-    neck=[
-        dict(
-            type='mmlocat.PatchScoreNeck',
-            in_channels=1024,
-            scales=(4, 2, 1, 0.5),
-            modulate=False,
-            global_pool='gap',
-            norm_cfg={{_base_.norm_cfg}}),
-        dict(
-            type='FPN',
-            in_channels=[1024, 1024, 1024, 1024],
-            out_channels=256,
-            num_outs=5,
-            norm_cfg={{_base_.norm_cfg}}),
-    ],
-    rpn_head=dict(anchor_generator=dict(strides=[3.5, 7, 14, 28, 56])),
-    roi_head=dict(
-        bbox_roi_extractor=dict(featmap_strides=[3.5, 7, 14, 28]),
-        mask_roi_extractor=dict(featmap_strides=[3.5, 7, 14, 28]),
-        bbox_head=dict(
-            # As wide as the 768-d text embeddings (F-ViT L/14).
-            fc_out_channels=768,
-            text_embeddings='data/lvis_v1/embeddings/lvis-v1_clip-vit-l14.npy',
-            base_class_names='data/lvis_v1/embeddings/'
-            'lvis-v1_clip-vit-l14.base.json',
-            beta=0.4),
-        vlm_roi_extractor=dict(out_channels=768, featmap_strides=[14])))
 
 image_size = (896, 896)
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
-    dict(
-        type='RandomResize',
-        scale=image_size,
-        ratio_range=(0.1, 2.0),
-        keep_ratio=True),
-    dict(
-        type='RandomCrop',
-        crop_type='absolute_range',
-        crop_size=image_size,
-        recompute_bbox=True,
-        allow_negative_crop=True),
-    dict(type='FilterAnnotations', min_gt_bbox_wh=(1e-2, 1e-2)),
-    dict(type='RandomFlip', prob=0.5),
-    dict(type='PackDetInputs')
-]
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='Resize', scale=image_size, keep_ratio=True),
-    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
-    dict(
-        type='PackDetInputs',
-        meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape',
-                   'scale_factor'))
-]
+_base_.model.data_preprocessor.batch_augments[0].size = image_size
+_base_.model.backbone.update(
+    arch='l', patch_size=14, out_indices=(6, 10, 14, 23))
+_base_.model.backbone.init_cfg.checkpoint = (
+    'checkpoints/clip-vit-l14_mmlocat.pth')
+_base_.model.neck[0].in_channels = 1024
+_base_.model.neck[1].in_channels = [1024, 1024, 1024, 1024]
+_base_.model.rpn_head.anchor_generator.strides = [3.5, 7, 14, 28, 56]
+_base_.model.roi_head.bbox_roi_extractor.featmap_strides = [3.5, 7, 14, 28]
+_base_.model.roi_head.mask_roi_extractor.featmap_strides = [3.5, 7, 14, 28]
+# As wide as the 768-d text embeddings (F-ViT L/14).
+_base_.model.roi_head.bbox_head.update(
+    fc_out_channels=768,
+    text_embeddings='data/lvis_v1/embeddings/lvis-v1_clip-vit-l14.npy',
+    base_class_names='data/lvis_v1/embeddings/'
+    'lvis-v1_clip-vit-l14.base.json',
+    beta=0.4)
+_base_.model.roi_head.vlm_roi_extractor.update(
+    out_channels=768, featmap_strides=[14])
+
+# Input 896: the training resize and crop, the test resize.
+train_pipeline = _base_.train_pipeline
+train_pipeline[2].scale = train_pipeline[3].crop_size = image_size
+test_pipeline = _base_.test_pipeline
+test_pipeline[1].scale = image_size
 train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
 val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader

@@ -1,4 +1,6 @@
 from .box_transforms import KeepOriginalBoxes, ResizeEdgeWithBoxes
+from .caption_transforms import TokenizeCaption, build_open_clip_tokenizer
+from .captions import BaseCaptionDataset, CocoCaptionDataset, TsvCaptionDataset
 from .imagenet_loc import (CocoBoxesDataset, ImageNetLocDataset,
                            keep_single_small, parse_loc_xml)
 from .ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
@@ -14,5 +16,6 @@ __all__ = [
     'OV_COCO_BASE_CLASSES', 'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES',
     'make_ov_coco_split', 'make_ov_coco_files', 'make_ov_lvis_base',
     'make_ov_lvis_files', 'build_class_embeddings', 'load_text_embeddings',
-    'save_text_embeddings'
+    'save_text_embeddings', 'BaseCaptionDataset', 'CocoCaptionDataset',
+    'TsvCaptionDataset', 'TokenizeCaption', 'build_open_clip_tokenizer'
 ]

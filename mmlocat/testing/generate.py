@@ -13,6 +13,7 @@ import os.path as osp
 import shutil
 from typing import Dict, Sequence
 
+from .caption_writer import CAPTIONS_OWNED, write_captions
 from .common import dump_json
 from .imagenet_writer import IMAGENET_OWNED, write_imagenet
 from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
@@ -21,7 +22,7 @@ from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
 __all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'generate']
 
 DATASET_KINDS = ('ade20k', 'coco_stuff', 'pascal_context', 'coco', 'lvis',
-                 'imagenet')
+                 'imagenet', 'captions')
 
 # Sub-folder of a common root per kind, mirroring the ``data/`` layout the
 # upstream configs assume (``data/ade/ADEChallengeData2016``,
@@ -33,7 +34,8 @@ DEFAULT_SUBDIRS = dict(
     pascal_context='',
     coco='coco',
     lvis='lvis_v1',
-    imagenet='imagenet')
+    imagenet='imagenet',
+    captions='captions')
 
 # Bump when the output of any writer changes, to invalidate old stamps.
 GENERATOR_VERSION = 1
@@ -48,6 +50,8 @@ def _writer(kind: str):
         return write_pascal_context, PASCAL_CONTEXT_OWNED
     if kind == 'imagenet':
         return write_imagenet, IMAGENET_OWNED
+    if kind == 'captions':
+        return write_captions, CAPTIONS_OWNED
     # The detection writers need pycocotools; import them only when used.
     if kind == 'coco':
         from .coco_writer import COCO_OWNED, write_coco

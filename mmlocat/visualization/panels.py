@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-__all__ = ['heatmap_overlay', 'colorize_labels', 'save_panels']
+__all__ = ['heatmap_overlay', 'colorize_labels', 'save_panels', 'save_grid']
 
 
 def heatmap_overlay(img_rgb: np.ndarray,
@@ -67,6 +67,42 @@ def save_panels(panels: Sequence[Tuple[str, np.ndarray]],
         ax.axis('off')
     if title:
         fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out_file, dpi=100)
+    plt.close(fig)
+
+
+def save_grid(rows: Sequence[Sequence[Tuple[str, np.ndarray]]],
+              out_file: str,
+              row_labels: Optional[Sequence[str]] = None,
+              title: Optional[str] = None,
+              cell_inches: float = 1.6) -> None:
+    """Save a grid of titled RGB panels (one list per row) to a PNG."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    num_cols = max(len(r) for r in rows)
+    fig, axes = plt.subplots(
+        len(rows),
+        num_cols,
+        figsize=(cell_inches * num_cols + 0.6, cell_inches * len(rows) + 0.6),
+        squeeze=False)
+    for i, row in enumerate(rows):
+        for j in range(num_cols):
+            ax = axes[i][j]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if j >= len(row):
+                ax.axis('off')
+                continue
+            name, panel = row[j]
+            ax.imshow(panel)
+            ax.set_title(name, fontsize=6)
+            if j == 0 and row_labels is not None:
+                ax.set_ylabel(row_labels[i], fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out_file, dpi=100)
     plt.close(fig)

@@ -127,3 +127,18 @@ def test_pipelines_run(name):
             pipeline = Compose(steps)
         out = pipeline(dict(img=img, img_shape=shape[:2], gt_label=1))
         assert tuple(out['inputs'].shape) == (3, size, size)
+
+
+def test_locat_s_is_deit_small():
+    """LocAtViT-S is DeiT-S (384-d, 12 blocks, 6 heads): the configs name it
+    by mmpretrain's unambiguous alias, which builds that network ('s' is
+    mmpretrain's 768-d ViT-S)."""
+    from mmpretrain.registry import MODELS
+    backbone = copy.deepcopy(load('locat-s_8xb128_in1k.py').model.backbone)
+    assert backbone.arch == 'deit-small'
+    backbone.init_cfg = None
+    with torch.device('meta'), DefaultScope.overwrite_default_scope(
+            'mmpretrain'):
+        model = MODELS.build(backbone)
+    assert model.embed_dims == 384 and len(model.layers) == 12
+    assert model.layers[0].attn.num_heads == 6

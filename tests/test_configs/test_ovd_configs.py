@@ -3,6 +3,7 @@ import glob
 import os.path as osp
 
 import pytest
+from _cfg_diff import diff, flat
 from mmengine.config import Config
 
 from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
@@ -43,27 +44,13 @@ def test_all_configs_load(repo_root):
         assert opt.clip_grad.max_norm == 1.0
 
 
-def _flat(obj, prefix=''):
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(_flat(v, f'{prefix}{k}.'))
-        return out
-    if isinstance(obj, (list, tuple)):
-        out = {}
-        for i, v in enumerate(obj):
-            out.update(_flat(v, f'{prefix}{i}.'))
-        return out
-    return {prefix: obj}
-
-
 @pytest.mark.parametrize('plain, last', PAIRS)
 def test_twins_differ_only_in_checkpoint(repo_root, plain, last):
-    a = _flat(_load(repo_root, plain).to_dict())
-    b = _flat(_load(repo_root, last).to_dict())
-    diff = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
-    assert diff == {'model.backbone.init_cfg.checkpoint.'}
-    assert 'last' in b['model.backbone.init_cfg.checkpoint.']
+    changed = diff(
+        _load(repo_root, plain).to_dict(),
+        _load(repo_root, last).to_dict())
+    assert set(changed) == {'model.backbone.init_cfg.checkpoint.'}
+    assert 'last' in changed['model.backbone.init_cfg.checkpoint.'][1]
 
 
 def test_ov_coco_settings(repo_root):
@@ -214,3 +201,54 @@ def test_fvit_deviations_follow_fvit_by_default(repo_root):
             assert rpn.type == 'RPNHead' and 'norm_cfg' not in rpn, name
         # the training data's label space is checked before iteration 1
         assert dict(type='mmlocat.OVLabelSpaceHook') in cfg.custom_hooks
+
+
+def _l14_edits(data):
+    """Everything fvit_clip-l14_ov-{data} changes on its B/16 config."""
+    size = [896, 896]
+    emb = ('data/coco/embeddings/ov-coco_clip-vit-l14.npy' if data == 'coco'
+           else 'data/lvis_v1/embeddings/lvis-v1_clip-vit-l14.npy')
+    strides = [3.5, 7, 14, 28]
+    roi_head = dict(
+        bbox_roi_extractor=dict(featmap_strides=strides),
+        bbox_head=dict(fc_out_channels=768, text_embeddings=emb),
+        vlm_roi_extractor=dict(out_channels=768, featmap_strides=[14]))
+    if data == 'lvis':
+        roi_head['mask_roi_extractor'] = dict(featmap_strides=strides)
+        roi_head['bbox_head'].update(
+            base_class_names='data/lvis_v1/embeddings/'
+            'lvis-v1_clip-vit-l14.base.json',
+            beta=0.4)
+    train_pipeline = [{}, {}, dict(scale=size), dict(crop_size=size)]
+    test_pipeline = [{}, dict(scale=size)]
+    edits = dict(
+        image_size=size,
+        model=dict(
+            data_preprocessor=dict(batch_augments=[dict(size=size)]),
+            backbone=dict(
+                arch='l',
+                patch_size=14,
+                out_indices=[6, 10, 14, 23],
+                init_cfg=dict(
+                    checkpoint='checkpoints/clip-vit-l14_mmlocat.pth')),
+            neck=[dict(in_channels=1024),
+                  dict(in_channels=[1024] * 4)],
+            rpn_head=dict(anchor_generator=dict(strides=strides + [56])),
+            roi_head=roi_head),
+        train_pipeline=train_pipeline,
+        test_pipeline=test_pipeline,
+        train_dataloader=dict(dataset=dict(pipeline=train_pipeline)),
+        val_dataloader=dict(dataset=dict(pipeline=test_pipeline)),
+        test_dataloader=dict(dataset=dict(pipeline=test_pipeline)))
+    return flat(edits)
+
+
+@pytest.mark.parametrize('data', ['coco', 'lvis'])
+def test_l14_configs_edit_only_the_tower_and_sizes(repo_root, data):
+    """The L/14 leaves edit their B/16 config in place: the tower, the
+    widths and strides it implies, the input size (and, OV-LVIS, F-ViT's
+    L/14 novel-class fusion weight) -- nothing else."""
+    changed = diff(
+        _load(repo_root, f'fvit_clip-b16_ov-{data}').to_dict(),
+        _load(repo_root, f'fvit_clip-l14_ov-{data}').to_dict())
+    assert {k: new for k, (_, new) in changed.items()} == _l14_edits(data)

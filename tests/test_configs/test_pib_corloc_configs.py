@@ -3,6 +3,7 @@ import os.path as osp
 
 import pytest
 import torch
+from _cfg_diff import diff
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
@@ -41,3 +42,37 @@ def test_config_loads_and_builds(name, repo_root):
     with torch.no_grad():
         (pred, ) = model.predict(torch.rand(1, 3, 224, 224))
     assert pred.patch_score.shape == (14, 14)
+
+
+def _diff(repo_root, a, b):
+    folder = osp.join(repo_root, 'configs', 'last')
+    return diff(*(Config.fromfile(osp.join(folder, name)).to_dict()
+                  for name in (a, b)))
+
+
+@pytest.mark.parametrize('protocol', ['', '_public'])
+def test_pib_twins_differ_only_in_the_backbone(repo_root, protocol):
+    """LaSt-ViT vs plain ViT-B/16: one protocol, the backbone class and its
+    LazyStrike arguments only."""
+    diff = _diff(repo_root, f'pib_vit-b_in1k{protocol}.py',
+                 f'pib_last-b_in1k{protocol}.py')
+    expected = {
+        'model.backbone.type.': ('VisionTransformer', 'mmlocat.LaStViT'),
+        'model.backbone.pooling.': (None, 'lazy_strike'),
+        'model.backbone.topk.': (None, 1),
+    }
+    if protocol:  # the public script scores against the CLS output
+        expected['model.backbone.score_query.'] = (None, 'cls')
+    assert diff == expected
+
+
+@pytest.mark.parametrize('model', ['last', 'vit'])
+def test_pib_public_protocol_changes_only_the_test_side(repo_root, model):
+    diff = _diff(repo_root, f'pib_{model}-b_in1k.py',
+                 f'pib_{model}-b_in1k_public.py')
+    if model == 'last':  # LaSt scores against the CLS output, as the script
+        assert diff.pop('model.backbone.score_query.') == (None, 'cls')
+    changed = {k.split('.')[0] for k in diff}
+    assert changed == {'test_pipeline', 'test_dataloader', 'test_evaluator'}
+    assert diff['test_dataloader.dataset.one_based.'] == (None, False)
+    assert diff['test_evaluator.0.protocol.'] == (None, 'public')

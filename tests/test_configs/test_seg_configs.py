@@ -31,8 +31,9 @@ DATASETS = {
     'pascal-context-59': ('PascalContextDataset59', 59, (480, 480)),
 }
 WIDTH = dict(t=192, s=384, b=768)
-# The backbone arch of a file-name size (S is DeiT-S: 'deit-small').
-ARCH_OF = dict(t='t', s='deit-small', b='b')
+# The arch alias each width letter of a config name stands for: LocAtViT-S
+# is DeiT-S, which mmpretrain's table calls 'deit-small' ('s' is its ViT-S).
+ARCH = dict(t='t', s='deit-small', b='b')
 IMAGENET_MEAN = [123.675, 116.28, 103.53]
 IMAGENET_STD = [58.395, 57.12, 57.375]
 TINY = dict(embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64)
@@ -135,7 +136,7 @@ def test_upernet_recipe(name):
     assert model.neck.in_channels == [width] * 4
     assert model.neck.out_channels == width
     backbone = model.backbone
-    assert backbone.arch == ARCH_OF[arch]
+    assert backbone.arch == ARCH[arch]
     assert backbone.img_size == 224 and backbone.patch_size == 16
     assert backbone.out_type == 'featmap'
     assert list(backbone.out_indices) == [2, 5, 8, 11]
@@ -194,7 +195,7 @@ def test_probe_recipe(name):
     model = cfg.model
     backbone = model.backbone
     assert backbone.type == 'mmlocat.LocAtViT'
-    assert backbone.arch == ARCH_OF[arch]
+    assert backbone.arch == ARCH[arch]
     # last block, before the final norm, frozen
     assert backbone.out_indices in (-1, [-1], (-1, ), 11, [11], (11, ))
     assert backbone.final_norm is False
@@ -226,6 +227,36 @@ def test_probe_recipe(name):
     assert sched.eta_max == 1e-3 and sched.total_steps == 20000
     assert sched.pct_start == 0.25 and sched.anneal_strategy == 'linear'
     assert not sched.by_epoch
+
+
+# The UperNet leaves are a model base plus a dataset base (as mmseg's
+# upernet_r50_* configs), the dataset's classes and crop set in place.
+UPERNET_DATA = {
+    'ade20k': 'upernet_vit_ade20k-512x512_160k.py',
+    'coco-stuff164k': 'upernet_vit_coco-stuff164k-512x512_80k.py',
+    'pascal-context-59': 'upernet_vit_pascal-context-59-480x480_80k.py',
+}
+
+
+@pytest.mark.parametrize(
+    'name', [n for n in UPERNET if parse(n)[1] in ('locat', 'last')])
+def test_upernet_leaf_is_model_base_plus_dataset_base(name):
+    _, kind, arch, dataset = parse(name)
+    model_base = load(f'_base_/seg/upernet_{kind}-{arch}.py').to_dict()
+    data_base = load(f'_base_/seg/{UPERNET_DATA[dataset]}').to_dict()
+    # the model base defines no data, the dataset base no model
+    assert 'train_dataloader' not in model_base
+    assert 'model' not in data_base and 'train_dataloader' in data_base
+    _, num_classes, crop = DATASETS[dataset]
+    model = model_base.pop('model')
+    model['data_preprocessor']['size'] = crop
+    model['decode_head']['num_classes'] = num_classes
+    model['auxiliary_head']['num_classes'] = num_classes
+    if dataset == 'pascal-context-59':
+        model['test_cfg'] = data_base['slide_test_cfg']
+    leaf = load(name).to_dict()
+    assert leaf.pop('model') == model
+    assert leaf == {**model_base, **data_base}
 
 
 def twin_pairs():

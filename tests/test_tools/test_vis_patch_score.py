@@ -81,3 +81,75 @@ def test_cli_writes_pngs(tmp_path, repo_root, subprocess_env):
         assert png is not None
         # three panels side by side: much wider than high
         assert png.shape[1] > 2.5 * png.shape[0]
+
+
+@pytest.mark.timeout(300)
+def test_any_config_backbone_checkpoint(tool, tmp_path, repo_root, monkeypatch,
+                                        capsys):
+    """A LaSt-ViT UperNet (mmseg) config with a backbone-only checkpoint on
+    an arbitrary-size image: the backbone's own patch scores and votes."""
+    import torch
+    from mmengine.config import Config
+    from mmengine.registry import MODELS, init_default_scope
+
+    from mmlocat.apis.analysis import build_analysis_model
+    from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
+    shrink_spec = importlib.util.spec_from_file_location(
+        'seg_shrink', osp.join(repo_root, 'tests/test_e2e/seg_shrink.py'))
+    shrink = importlib.util.module_from_spec(shrink_spec)
+    shrink_spec.loader.exec_module(shrink)
+    cfg = shrink.write_tiny_config(
+        osp.join(repo_root, 'configs/last/upernet_last-b_ade20k.py'),
+        str(tmp_path / 'seg.py'), str(tmp_path))
+    init_default_scope('mmseg')
+    torch.manual_seed(0)
+    model = MODELS.build(Config.fromfile(cfg).model)
+    ckpt = str(tmp_path / 'backbone.pth')
+    save_checkpoint(
+        {
+            k: v
+            for k, v in model.state_dict().items() if k.startswith('backbone.')
+        }, ckpt)
+    img = str(tmp_path / 'photo.png')
+    cv2.imwrite(
+        img,
+        np.random.RandomState(1).randint(0, 255,
+                                         (50, 130, 3)).astype(np.uint8))
+    monkeypatch.setattr(sys, 'argv', [
+        'vis_patch_score.py', cfg, ckpt, img, '--out-dir',
+        str(tmp_path / 'vis')
+    ])
+    run_cli('vis_patch_score.py', tool.main)
+    out = capsys.readouterr().out.split()
+    assert out == [str(tmp_path / 'vis' / 'photo_patch_score.png')]
+    png = cv2.imread(out[0])
+    assert png is not None and png.shape[1] > 2.5 * png.shape[0]
+    # the maps drawn are the backbone's own
+    built, _, prepare, loaded = build_analysis_model(cfg, ckpt)
+    assert loaded == 'backbone'
+    inputs, _ = prepare(img)
+    with torch.no_grad():
+        want = built.backbone.forward_with_scores(inputs)
+        got = tool.score_maps(built, loaded, inputs)
+    torch.testing.assert_close(got['patch_score'], want['patch_score'])
+    assert got['patch_score'].shape[-2:] == want['vote_map'].shape[-2:]
+
+    # a checkpoint of another model is refused, naming the missing keys
+    save_checkpoint({'backbone.foo': torch.zeros(1)}, str(tmp_path / 'x.pth'))
+    monkeypatch.setattr(sys, 'argv', [
+        'vis_patch_score.py', cfg,
+        str(tmp_path / 'x.pth'), img, '--out-dir',
+        str(tmp_path / 'vis')
+    ])
+    with pytest.raises(SystemExit):
+        run_cli('vis_patch_score.py', tool.main)
+    assert 'refusing to run a partly random network' in capsys.readouterr().err
+
+
+def test_no_scores_for_a_plain_classifier(tool):
+    import torch
+    from mmpretrain.models import ImageClassifier
+    model = ImageClassifier(
+        backbone=dict(type='ResNet', depth=18), neck=None, head=None)
+    with pytest.raises(TypeError, match='no patch scores for ResNet'):
+        tool.score_maps(model, 'model', torch.zeros(1, 3, 32, 32))

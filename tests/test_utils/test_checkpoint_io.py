@@ -18,7 +18,7 @@ from mmlocat.utils.checkpoint_io import (read_state_dict, save_checkpoint,
                                          sniff_checkpoint)
 
 CONVERTERS = ('locat2mmlocat', 'last_vit2mmlocat', 'clip2mmlocat',
-              'eva02_clip2mmlocat', 'dino2mmlocat')
+              'eva02_clip2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')
 
 
 def converter_args(script: str) -> list:

@@ -4,8 +4,14 @@ For every image writes ``<out-dir>/<name>_patch_score.png`` with, side by
 side: the network input | the patch-score heat map over it | the vote map
 over it (the vote panel is left out when the model has no LazyStrike
 votes, e.g. a plain ViT). Patch scores follow "Vision Transformers Need More
-Than Registers" (https://arxiv.org/abs/2602.22394). The model must attach
-``patch_score`` to its predictions (``mmlocat.PatchScoreClassifier``).
+Than Registers" (https://arxiv.org/abs/2602.22394).
+
+Any config and image: the scores come from ``mmlocat.PatchScoreClassifier``
+(its neck, backbone or plain-ViT scores) when the config's model is one and
+the checkpoint covers it, else from the backbone's ``forward_with_scores``
+(``mmlocat.LaStViT`` / ``mmlocat.CLIPViT``, in a classifier, segmentor or
+detector config). The checkpoint is a whole model or a backbone (keys under
+``backbone.``, as the converters write).
 
     python tools/analysis_tools/vis_patch_score.py CONFIG CHECKPOINT \
         IMG_OR_DIR [IMG_OR_DIR ...] --out-dir vis/
@@ -13,21 +19,18 @@ Than Registers" (https://arxiv.org/abs/2602.22394). The model must attach
 import argparse
 import os
 import os.path as osp
-from typing import List, Optional
+from typing import Dict, Optional
 
 import numpy as np
 import torch
-from mmengine.config import Config, DictAction
-from mmengine.dataset import Compose, pseudo_collate
-from mmengine.registry import MODELS, init_default_scope
-from mmengine.runner import load_checkpoint
+from mmengine.config import DictAction
 from tqdm import tqdm
 
 import mmlocat  # noqa: F401  (registry node)
+from mmlocat.apis import collect_images  # noqa: F401  (re-exported)
+from mmlocat.apis.analysis import build_analysis_model
+from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.visualization import heatmap_overlay, save_panels
-
-IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.ppm', '.tif', '.tiff',
-                  '.webp')
 
 
 def parse_args() -> argparse.Namespace:
@@ -49,25 +52,6 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def collect_images(paths: List[str]) -> List[str]:
-    """Image files given directly or found (recursively) in folders."""
-    images = []
-    for path in paths:
-        if osp.isdir(path):
-            for root, _, files in sorted(os.walk(path)):
-                images += [
-                    osp.join(root, f) for f in sorted(files)
-                    if f.lower().endswith(IMG_EXTENSIONS)
-                ]
-        elif osp.isfile(path):
-            images.append(path)
-        else:
-            raise FileNotFoundError(f'no such image or folder: {path}')
-    if not images:
-        raise FileNotFoundError(f'no images found in {paths}')
-    return images
-
-
 def render(img_rgb: np.ndarray, score: np.ndarray, votes: Optional[np.ndarray],
            alpha: float, out_file: str) -> None:
     """Save the image | score overlay | vote overlay panels to a PNG."""
@@ -79,51 +63,50 @@ def render(img_rgb: np.ndarray, score: np.ndarray, votes: Optional[np.ndarray],
     save_panels(panels, out_file)
 
 
-def build_model(cfg: Config, checkpoint: str, device: str) -> torch.nn.Module:
-    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
-    model = MODELS.build(cfg.model)
-    # strict: never draw the scores of a partly random network
-    load_checkpoint(
-        model, checkpoint, map_location='cpu', strict=True, logger='silent')
-    return model.to(device).eval()
+def score_maps(model: torch.nn.Module, loaded: str,
+               inputs: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """``patch_score`` (and ``vote_map``) ``(B, 1, h, w)`` of a batch."""
+    with_scores = getattr(model, 'extract_feat_with_scores', None)
+    if with_scores is not None and loaded == 'model':
+        return with_scores(inputs)[1]  # mmlocat.PatchScoreClassifier
+    backbone_scores = getattr(model.backbone, 'forward_with_scores', None)
+    if backbone_scores is None:
+        need = (' and a checkpoint of the whole model'
+                if with_scores is not None else '')
+        raise TypeError(
+            f'no patch scores for {type(model.backbone).__name__}: use a '
+            'backbone with forward_with_scores (mmlocat.LaStViT, '
+            'mmlocat.CLIPViT) or type=mmlocat.PatchScoreClassifier' + need)
+    return backbone_scores(inputs)
 
 
 def main() -> None:
     args = parse_args()
     if not 0 <= args.alpha <= 1:
         raise ValueError(f'--alpha must be in [0, 1], got {args.alpha}')
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
     images = collect_images(args.images)
-    model = build_model(cfg, args.checkpoint, args.device)
-    pipeline = Compose(cfg.test_dataloader.dataset.pipeline)
+    model, _, prepare, loaded = build_analysis_model(args.config,
+                                                     args.checkpoint,
+                                                     args.device,
+                                                     args.cfg_options)
     os.makedirs(args.out_dir, exist_ok=True)
     written = []
     for i, path in enumerate(tqdm(images, desc='patch scores')):
-        packed = pipeline(dict(img_path=path))
+        inputs, img_rgb = prepare(path)
         with torch.no_grad():
-            data = model.data_preprocessor(pseudo_collate([packed]), False)
-            pred = model.predict(data['inputs'], data['data_samples'])[0]
-        if 'patch_score' not in pred:
-            raise KeyError('the model did not attach `patch_score`; use '
-                           'type=mmlocat.PatchScoreClassifier in the config')
-        # The packed input is the pipeline's BGR uint8 image (C, H, W).
-        img = packed['inputs'].numpy()
-        img_rgb = np.ascontiguousarray(img.transpose(1, 2, 0)[..., ::-1])
-        votes = pred.get('vote_map')
+            scores = score_maps(model, loaded, inputs)
+        votes = scores.get('vote_map')
         name = osp.splitext(osp.basename(path))[0]
         out_file = osp.join(args.out_dir, f'{name}_patch_score.png')
         if out_file in written:  # same file name in two folders
             out_file = osp.join(args.out_dir, f'{name}_{i}_patch_score.png')
-        render(img_rgb,
-               pred.patch_score.cpu().numpy(),
-               None if votes is None else votes.cpu().numpy(), args.alpha,
-               out_file)
+        render(img_rgb, scores['patch_score'][0, 0].cpu().numpy(),
+               None if votes is None else votes[0, 0].cpu().numpy(),
+               args.alpha, out_file)
         written.append(out_file)
     for out_file in written:
         print(out_file)
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('vis_patch_score.py', main)

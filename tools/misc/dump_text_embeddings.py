@@ -25,11 +25,13 @@ import argparse
 import json
 import os.path as osp
 
+from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
 from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
                                               build_class_embeddings,
                                               names_from_annotations,
                                               read_class_names,
                                               save_text_embeddings)
+from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
 
 
@@ -67,35 +69,6 @@ def parse_args():
     return parser.parse_args()
 
 
-def open_clip_encoder(model_name: str, pretrained: str, device: str):
-    """``prompts -> (N, D)`` features with open_clip's text tower."""
-    try:
-        import open_clip
-        import torch
-    except ImportError as err:
-        raise ImportError('this tool needs open_clip: pip install '
-                          'open_clip_torch') from err
-    model = open_clip.create_model(
-        model_name, pretrained=pretrained, device=device).eval()
-    tokenizer = open_clip.get_tokenizer(model_name)
-
-    def encode(prompts):
-        with torch.no_grad():
-            return model.encode_text(tokenizer(prompts).to(device))
-
-    return encode
-
-
-def register_model_config(path: str) -> str:
-    """Register an open_clip model-config JSON; returns its model name."""
-    if not osp.isfile(path):
-        raise SystemExit(f'dump_text_embeddings: error: model config not '
-                         f'found: {path}')
-    import open_clip
-    open_clip.add_model_config(path)
-    return osp.splitext(osp.basename(path))[0]
-
-
 def main():
     args = parse_args()
     base = None
@@ -130,4 +103,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('dump_text_embeddings', main)

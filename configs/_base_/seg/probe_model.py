@@ -1,6 +1,7 @@
 # The papers' frozen-backbone probe (spec/locat.md section 4): features of
 # the last block before the final norm (stride 16), head = 1x1 conv to 512 +
-# GroupNorm(1) + GELU + 1x1 classifier, whole-image test, ImageNet mean/std.
+# GroupNorm(1) + GELU + 1x1 classifier, whole-image test, ImageNet mean/std,
+# on LocAtViT-B/16 (the LocAtViT-T probes are a small delta on it).
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
 data_preprocessor = dict(
     type='SegDataPreProcessor',
@@ -20,7 +21,11 @@ model = dict(
         out_type='featmap',
         out_indices=-1,
         final_norm=False,
-        frozen_stages=12),
+        frozen_stages=12,
+        init_cfg=dict(
+            type='Pretrained',
+            checkpoint='checkpoints/locat-b_in1k.pth',
+            prefix='backbone.')),
     decode_head=dict(
         type='mmlocat.SegProbeHead',
         in_channels=768,

@@ -1,8 +1,8 @@
-# mmseg's own ViT-UperNet recipe on ADE20K (8 GPUs x 2 images, 160k iters,
-# AdamW 6e-5, linear warmup + poly). Models only swap the backbone, neck and
-# pretrained weights on top of it.
-_base_ = 'mmseg::vit/vit_vit-b16_mln_upernet_8xb2-160k_ade20k-512x512.py'
+# ViT-UperNet data and schedule on ADE20K (150 classes, crop 512, 160k
+# iterations, 8 GPUs x 2 images), mmseg's own recipe. Defines no model: the
+# leaves combine it with a model base and set the classes and crop there.
+_base_ = ['mmseg::_base_/datasets/ade20k.py', './upernet_vit_160k.py']
 
-custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
-# Weights come from the backbone's init_cfg, not mmseg's ViT-B path.
-model = dict(pretrained=None)
+train_dataloader = dict(batch_size=2)
+val_dataloader = dict(batch_size=1)
+test_dataloader = val_dataloader

@@ -4,31 +4,8 @@ _base_ = './locat_small_data.py'
 dataset_type = 'CIFAR100'
 # CIFAR images are decoded RGB arrays: no file loading, no channel swap.
 data_preprocessor = dict(to_rgb=False)
-train_pipeline = [
-    dict(
-        type='RandomResizedCrop',
-        scale=224,
-        backend='pillow',
-        interpolation='bicubic'),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(
-        type='RandAugment',
-        policies='timm_increasing',
-        num_policies=2,
-        total_level=10,
-        magnitude_level=9,
-        magnitude_std=0.5,
-        hparams=dict(pad_val=[128, 128, 128], interpolation='bicubic')),
-    dict(
-        type='RandomErasing',
-        erase_prob=0.25,
-        mode='rand',
-        min_area_ratio=0.02,
-        max_area_ratio=1 / 3,
-        fill_color={{_base_.pixel_mean}},
-        fill_std={{_base_.pixel_std}}),
-    dict(type='PackInputs'),
-]
+# The ImageNet training pipeline without its file loading.
+train_pipeline = _base_.train_pipeline[1:]
 test_pipeline = [
     dict(type='Resize', scale=(224, 224), interpolation='bicubic'),
     dict(type='PackInputs'),

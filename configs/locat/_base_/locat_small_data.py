@@ -11,22 +11,8 @@ min_lr_ratio = 1e-7 / base_lr
 data_preprocessor = dict(num_classes=100)
 model = dict(head=dict(num_classes=100))
 optim_wrapper = dict(optimizer=dict(lr=base_lr))
-param_scheduler = [
-    dict(
-        type='LinearLR',
-        start_factor=min_lr_ratio,
-        end_factor=1.0,
-        by_epoch=True,
-        begin=0,
-        end=warmup_epochs,
-        convert_to_iter_based=True),
-    dict(
-        type='LinearLR',
-        start_factor=1.0,
-        end_factor=min_lr_ratio,
-        by_epoch=True,
-        begin=warmup_epochs,
-        end=max_epochs,
-        convert_to_iter_based=True),
-]
+# The same one-cycle schedule of the ImageNet recipe, re-timed in place.
+_base_.param_scheduler[0].update(start_factor=min_lr_ratio, end=warmup_epochs)
+_base_.param_scheduler[1].update(
+    end_factor=min_lr_ratio, begin=warmup_epochs, end=max_epochs)
 train_cfg = dict(by_epoch=True, max_epochs=max_epochs, val_interval=10)

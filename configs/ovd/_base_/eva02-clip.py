@@ -8,7 +8,7 @@ eva02_clip_b16 = dict(
     img_size=224,
     init_cfg=dict(checkpoint='checkpoints/eva02-clip-b16_mmlocat.pth'))
 eva02_clip_l14_336 = dict(
-    type='mmlocat.EVA02CLIPViT',
+    eva02_clip_b16,
     arch='l',
     patch_size=14,
     img_size=336,

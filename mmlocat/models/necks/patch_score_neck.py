@@ -268,9 +268,10 @@ class PatchScoreNeck(BaseModule):
         for i, featmap in enumerate(featmaps):
             x = self.out_convs[i](self.rescales[i](featmap))
             if self.modulate:
+                # static ints: an ONNX trace keeps the sizes known
                 s = F.interpolate(
                     result['patch_score'].to(x.dtype),
-                    size=x.shape[-2:],
+                    size=tuple(int(d) for d in x.shape[-2:]),
                     mode='bilinear',
                     align_corners=False)
                 x = x * (1 + self.gamma[i] * s)

@@ -1,0 +1,324 @@
+"""Open vocabulary at run time: typed class names -> F-ViT text embeddings.
+
+F-ViT (CLIPSelf, https://arxiv.org/abs/2310.01403) classifies regions by
+cosine with CLIP text embeddings of the class names, so it can detect any
+classes whose names it is given. This module builds those embeddings on the
+fly with the CLIP text tower the detector was trained with (open_clip, the
+same prompt templates and normalisation as
+``tools/misc/dump_text_embeddings.py``), caches them on disk keyed by the
+text model and the names, and points an F-ViT config at them; the box
+head's cosine classifier and the CLIP region-score fusion then both use
+the new vocabulary.
+
+Which text tower: the one recorded in the head's embedding-file sidecar
+(``text_model``), else in the detector checkpoint's or the backbone
+checkpoint's ``meta['clip']``; ``text_model`` / ``text_weights`` override
+or complete it.
+"""
+import hashlib
+import json
+import os
+import os.path as osp
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from mmengine.config import Config
+from mmengine.logging import print_log
+
+from mmlocat.datasets import text_embeddings as te
+from mmlocat.utils.pretrained import is_pretrained_cfg
+from mmlocat.utils.provenance import (clip_provenance, file_sha256,
+                                      read_checkpoint_meta)
+
+__all__ = [
+    'parse_vocabulary', 'open_clip_encoder', 'register_model_config',
+    'recorded_text_model', 'resolve_text_model', 'vocabulary_embeddings',
+    'apply_vocabulary', 'default_cache_dir'
+]
+
+Encoder = Callable[[List[str]], object]
+
+
+def default_cache_dir() -> str:
+    """``$MMLOCAT_CACHE/vocabulary`` (default ``~/.cache/mmlocat``)."""
+    root = os.environ.get('MMLOCAT_CACHE', osp.join('~', '.cache', 'mmlocat'))
+    return osp.join(osp.expanduser(root), 'vocabulary')
+
+
+def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
+    """Class names from ``"cat, remote control"``, a list, or a file.
+
+    A string naming an existing file is read with
+    :func:`mmlocat.datasets.text_embeddings.read_class_names` (``.txt`` one
+    name a line, ``.json`` list / sidecar / COCO annotations); any other
+    string is split at commas. Names are stripped; empty ones dropped.
+
+    Raises:
+        ValueError: No names, duplicates, or the reserved ``'background'``.
+        FileNotFoundError: A ``.txt`` / ``.json`` path that does not exist.
+    """
+    if isinstance(spec, str):
+        if osp.isfile(spec):
+            raw = te.read_class_names(spec)
+        elif spec.endswith(('.txt', '.json')):
+            raise FileNotFoundError(f'vocabulary file not found: {spec}')
+        else:
+            raw = spec.split(',')
+    else:
+        raw = list(spec)
+    bad = [n for n in raw if not isinstance(n, str)]
+    if bad:
+        raise ValueError(f'class names must be strings, got {bad[:3]}')
+    names = [n.strip() for n in raw if n.strip()]
+    if not names:
+        raise ValueError(
+            f'empty vocabulary: {spec!r} names no class; give names '
+            'separated by commas ("cat, remote control") or a .txt / .json '
+            'file of names')
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise ValueError(f'the vocabulary names {dups} more than once')
+    if te.BACKGROUND in names:
+        raise ValueError(f'{te.BACKGROUND!r} is reserved for the background '
+                         'embedding of F-ViT; leave it out of the vocabulary')
+    return names
+
+
+def open_clip_encoder(model_name: str,
+                      pretrained: Optional[str],
+                      device: str = 'cpu') -> Encoder:
+    """``prompts -> (N, D)`` features of open_clip's text tower.
+
+    Args:
+        model_name: open_clip model name (e.g. ``'ViT-B-16'``).
+        pretrained: A weights file or an open_clip tag.
+        device: Where the tower runs.
+    """
+    try:
+        import open_clip
+        import torch
+    except ImportError as err:
+        raise ImportError('text embeddings need open_clip: pip install '
+                          'open_clip_torch') from err
+    model = open_clip.create_model(
+        model_name, pretrained=pretrained, device=device).eval()
+    tokenizer = open_clip.get_tokenizer(model_name)
+
+    def encode(prompts: List[str]):
+        with torch.no_grad():
+            return model.encode_text(tokenizer(prompts).to(device))
+
+    return encode
+
+
+def register_model_config(path: str) -> str:
+    """Register an open_clip model-config JSON; returns its model name
+    (the file stem)."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'open_clip model config not found: {path}')
+    import open_clip
+    open_clip.add_model_config(path)
+    return osp.splitext(osp.basename(path))[0]
+
+
+def _head_cfg(cfg: Config) -> dict:
+    head = cfg.model.get('roi_head', {}).get('bbox_head', {})
+    if not isinstance(head, dict) or 'text_embeddings' not in head:
+        raise ValueError(
+            'a run-time vocabulary needs an F-ViT config (model.roi_head.'
+            'bbox_head with text_embeddings, mmlocat.CosineSimBBoxHead); '
+            f'{cfg.filename} has none')
+    return head
+
+
+def recorded_text_model(cfg: Config,
+                        checkpoint: Optional[str] = None) -> Tuple[Dict, str]:
+    """The text tower recorded for an F-ViT config and checkpoint.
+
+    Looked up in order: the sidecar of the head's embedding file
+    (``text_model``), the detector checkpoint's ``meta['clip']``, the
+    backbone ``init_cfg`` checkpoint's ``meta['clip']``.
+
+    Returns:
+        ``(record, where)``: the first non-empty record (``{}`` if none)
+        and a description of the places looked at, for error messages.
+    """
+    head = _head_cfg(cfg)
+    places = []
+    emb_file = head['text_embeddings']
+    places.append(te.sidecar_path(emb_file))
+    if osp.isfile(te.sidecar_path(emb_file)):
+        record = te.read_text_model(emb_file)
+        if record.get('name'):
+            return record, te.sidecar_path(emb_file)
+    backbone_init = cfg.model.get('backbone', {}).get('init_cfg')
+    backbone_ckpt = (
+        backbone_init.get('checkpoint')
+        if is_pretrained_cfg(backbone_init) else None)
+    for path in (checkpoint, backbone_ckpt):
+        if path:
+            places.append(path)
+            record = read_checkpoint_meta(path).get('clip', {})
+            if record.get('name'):
+                return dict(record), path
+    return {}, ', '.join(places)
+
+
+def _find_weights(recorded: Optional[str],
+                  search_dirs: Sequence[str]) -> Optional[str]:
+    if not recorded:
+        return None
+    candidates = [recorded] + [
+        osp.join(d, osp.basename(recorded)) for d in search_dirs if d
+    ]
+    return next((c for c in candidates if osp.isfile(c)), None)
+
+
+def resolve_text_model(
+    record: Dict,
+    where: str,
+    text_model: Optional[str] = None,
+    text_weights: Optional[str] = None,
+    search_dirs: Sequence[str] = ()
+) -> Tuple[str, str]:
+    """``(open_clip model name, weights)`` of the text tower to use.
+
+    The recorded ``name`` and ``weights`` are used unless given; a recorded
+    weights file is looked for as written and in ``search_dirs``; a file
+    whose sha256 differs from the recorded one is refused.
+
+    Raises:
+        ValueError: Nothing recorded and nothing given (naming
+            ``--text-model`` / ``--text-weights``), or other weights than
+            the recorded ones.
+    """
+    name = text_model or record.get('name')
+    if not name:
+        raise ValueError(
+            f'no CLIP text model is recorded in {where}: pass --text-model '
+            '(the open_clip model name of the detector\'s CLIP, e.g. '
+            'ViT-B-16) and --text-weights (its weights file)')
+    weights = text_weights or _find_weights(record.get('weights'), search_dirs)
+    if weights is None:
+        recorded = record.get('weights')
+        hint = (f'{where} records the weights {recorded!r} '
+                f'(sha256 {record.get("sha256", "unknown")}), which is not '
+                f'in {[w for w in [recorded] + list(search_dirs) if w]}'
+                if recorded else f'{where} records no weights file')
+        raise ValueError(f'the text tower {name} needs its weights: {hint}; '
+                         'pass --text-weights FILE')
+    expected = record.get('sha256')
+    if (expected and osp.isfile(weights) and name == record.get('name')
+            and file_sha256(weights) != expected):
+        raise ValueError(
+            f'{weights} has sha256 {file_sha256(weights)} but {where} '
+            f'records {expected} for CLIP {name}: pass the text weights of '
+            "the detector's CLIP")
+    return name, weights
+
+
+def _cache_key(names: Sequence[str], model_name: str, weights: str,
+               templates: str, prompt_style: str) -> str:
+    weights_id = file_sha256(weights) if osp.isfile(weights) else weights
+    blob = json.dumps(
+        dict(
+            names=list(names),
+            model=model_name,
+            weights=weights_id,
+            templates=templates,
+            prompt_style=prompt_style),
+        sort_keys=True)
+    return hashlib.sha256(blob.encode('utf-8')).hexdigest()[:24]
+
+
+def vocabulary_embeddings(names: Sequence[str],
+                          model_name: str,
+                          weights: str,
+                          templates: str = 'fvit',
+                          prompt_style: str = 'fvit',
+                          cache_dir: Optional[str] = None,
+                          device: str = 'cpu',
+                          encoder: Optional[Encoder] = None) -> str:
+    """An embedding file (with a ``background`` row) for ``names``.
+
+    Built like ``tools/misc/dump_text_embeddings.py --background`` and
+    cached under ``cache_dir`` keyed by names, model name, weights (their
+    sha256), templates and prompt style; a cached file is reused.
+
+    Args:
+        names: Class names (see :func:`parse_vocabulary`).
+        model_name: open_clip model name.
+        weights: open_clip weights file or tag.
+        templates: A key of ``TEMPLATE_SETS``.
+        prompt_style: ``'fvit'`` or ``'plain'``.
+        cache_dir: Default :func:`default_cache_dir`.
+        device: Where the text tower runs.
+        encoder: Prompts -> features (default: open_clip's tower).
+
+    Returns:
+        The ``.npy`` path (its ``.json`` sidecar lies next to it).
+    """
+    if templates not in te.TEMPLATE_SETS:
+        raise ValueError(
+            f'templates must be one of {sorted(te.TEMPLATE_SETS)}, '
+            f'got {templates!r}')
+    cache_dir = cache_dir or default_cache_dir()
+    key = _cache_key(names, model_name, weights, templates, prompt_style)
+    path = osp.join(cache_dir, f'{key}.npy')
+    if osp.isfile(path) and osp.isfile(te.sidecar_path(path)):
+        print_log(f'vocabulary: cached embeddings {path}', logger='current')
+        return path
+    encode = encoder or open_clip_encoder(model_name, weights, device)
+    emb, rows = te.build_class_embeddings(
+        list(names),
+        encode,
+        templates=te.TEMPLATE_SETS[templates],
+        background=True,
+        prompt_style=prompt_style)
+    text_model = dict(
+        clip_provenance(model_name, weights),
+        templates=templates,
+        prompt_style=prompt_style)
+    text_model.setdefault('weights', weights)
+    # write under a private name, then move: a reader never sees half a
+    # file and concurrent writers of one key write the same bytes
+    tmp = osp.join(cache_dir, f'{key}.{os.getpid()}.tmp.npy')
+    te.save_text_embeddings(tmp, emb, rows, text_model=text_model)
+    os.replace(te.sidecar_path(tmp), te.sidecar_path(path))
+    os.replace(tmp, path)
+    print_log(
+        f'vocabulary: {len(names)} classes embedded with {model_name} -> '
+        f'{path}',
+        logger='current')
+    return path
+
+
+def apply_vocabulary(cfg: Config, embeddings_file: str,
+                     names: Sequence[str]) -> Config:
+    """Point an F-ViT config's box head at a run-time vocabulary.
+
+    The head's classes become ``names`` (read from the file's sidecar);
+    typed names that are base classes of the config keep the base fusion
+    exponent ``alpha``, the others are novel (``beta``); a config without
+    ``base_class_names`` treats every class as base, as it does for its own
+    vocabulary. ``train_class_names`` (the training label space) is
+    dropped: it is meaningless for another vocabulary.
+
+    Returns:
+        ``cfg`` itself, changed in place.
+    """
+    head = _head_cfg(cfg)
+    base = head.get('base_class_names')
+    if base is not None:
+        try:
+            known = set(te.resolve_class_names(base))
+        except FileNotFoundError as err:
+            print_log(
+                f'vocabulary: {err}; every typed class is treated as novel',
+                logger='current')
+            known = set()
+        base = [n for n in names if n in known]
+    head['text_embeddings'] = embeddings_file
+    head['class_names'] = None
+    head['base_class_names'] = base
+    cfg.model['train_class_names'] = None
+    return cfg

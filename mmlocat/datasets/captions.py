@@ -1,0 +1,194 @@
+"""Image-caption datasets for contrastive (CLIP) training.
+
+Two on-disk formats users have: COCO Captions JSON (``captions_*.json``:
+``images`` with ``id`` / ``file_name``, ``annotations`` with ``image_id`` /
+``caption``) and a CC3M-style TSV (``path<TAB>caption`` per line, optionally
+with a header naming the columns, as open_clip's ``CsvDataset``).
+Webdataset tar shards are not supported (``webdataset`` is not a
+dependency).
+
+Missing images are never skipped silently: ``missing_images='error'``
+(default) refuses the file, ``'skip'`` drops them with a warning that counts
+and names them. Empty captions are an error.
+"""
+import json
+import logging
+import os.path as osp
+from collections import OrderedDict
+from typing import Dict, List, Sequence, Tuple
+
+from mmengine.dataset import BaseDataset
+from mmengine.logging import print_log
+
+from mmlocat.registry import DATASETS
+
+__all__ = ['BaseCaptionDataset', 'CocoCaptionDataset', 'TsvCaptionDataset']
+
+MISSING_POLICIES = ('error', 'skip')
+
+# (image path relative to the image prefix, caption, where it was read)
+Pair = Tuple[str, str, str]
+
+
+class BaseCaptionDataset(BaseDataset):
+    """Common part: validation, missing-image policy, grouping.
+
+    Each item is ``dict(img_path, caption, img_id)`` (one caption; training)
+    or, with ``group_by_image``, ``dict(img_path, captions, img_id)`` (all
+    captions of an image; retrieval evaluation).
+
+    Args:
+        ann_file: Caption file.
+        missing_images: ``'error'`` or ``'skip'`` (see the module doc).
+        group_by_image: One item per image with all its captions.
+        data_prefix: ``dict(img_path=...)``: folder of the images.
+        **kwargs: Other :class:`mmengine.dataset.BaseDataset` arguments.
+    """
+
+    def __init__(self,
+                 ann_file: str,
+                 missing_images: str = 'error',
+                 group_by_image: bool = False,
+                 data_prefix: dict = dict(img_path=''),
+                 **kwargs) -> None:
+        if missing_images not in MISSING_POLICIES:
+            raise ValueError(f'missing_images must be one of '
+                             f'{MISSING_POLICIES}, got {missing_images!r}')
+        self.missing_images = missing_images
+        self.group_by_image = group_by_image
+        super().__init__(ann_file=ann_file, data_prefix=data_prefix, **kwargs)
+
+    def read_pairs(self) -> List[Pair]:
+        """The ``(image, caption, where)`` pairs of ``self.ann_file``."""
+        raise NotImplementedError
+
+    def load_data_list(self) -> List[dict]:
+        if not osp.isfile(self.ann_file):
+            raise FileNotFoundError(f'caption file not found: {self.ann_file}')
+        pairs = self.read_pairs()
+        if not pairs:
+            raise ValueError(f'{self.ann_file} holds no captions')
+        prefix = self.data_prefix.get('img_path', '')
+        by_image: 'OrderedDict[str, List[str]]' = OrderedDict()
+        for path, caption, where in pairs:
+            if not caption or not caption.strip():
+                raise ValueError(f'{self.ann_file}: empty caption at '
+                                 f'{where} (image {path!r})')
+            by_image.setdefault(osp.join(prefix, path),
+                                []).append(caption.strip())
+        missing = [p for p in by_image if not osp.isfile(p)]
+        if missing:
+            msg = (f'{self.ann_file}: {len(missing)} of {len(by_image)} '
+                   f'images not found, e.g. {missing[:5]}')
+            if self.missing_images == 'error':
+                raise FileNotFoundError(
+                    msg + "; fix the paths or set missing_images='skip'")
+            print_log(
+                msg + f"; skipped (missing_images='skip'), "
+                f'{len(by_image) - len(missing)} images kept',
+                logger='current',
+                level=logging.WARNING)
+            for path in missing:
+                del by_image[path]
+            if not by_image:
+                raise FileNotFoundError(msg + ': no image left')
+        data_list = []
+        for img_id, (path, captions) in enumerate(by_image.items()):
+            if self.group_by_image:
+                data_list.append(
+                    dict(img_path=path, captions=captions, img_id=img_id))
+            else:
+                data_list.extend(
+                    dict(img_path=path, caption=c, img_id=img_id)
+                    for c in captions)
+        return data_list
+
+
+@DATASETS.register_module()
+class CocoCaptionDataset(BaseCaptionDataset):
+    """COCO Captions (``captions_{train,val}2017.json``).
+
+    Example::
+
+        dict(type='mmlocat.CocoCaptionDataset', data_root='data/coco',
+             ann_file='annotations/captions_train2017.json',
+             data_prefix=dict(img_path='train2017/'))
+    """
+
+    def read_pairs(self) -> List[Pair]:
+        with open(self.ann_file, encoding='utf-8') as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or not {'images', 'annotations'
+                                              } <= set(data):
+            raise ValueError(f'{self.ann_file} is not a COCO captions file '
+                             "(needs 'images' and 'annotations')")
+        files: Dict[int, str] = {
+            img['id']: img['file_name']
+            for img in data['images']
+        }
+        pairs = []
+        for ann in data['annotations']:
+            if ann.get('image_id') not in files:
+                raise ValueError(
+                    f'{self.ann_file}: annotation {ann.get("id")} names '
+                    f'image_id {ann.get("image_id")!r}, which is not in '
+                    "'images'")
+            pairs.append((files[ann['image_id']], ann.get('caption')
+                          or '', f'annotation id {ann.get("id")}'))
+        return pairs
+
+
+@DATASETS.register_module()
+class TsvCaptionDataset(BaseCaptionDataset):
+    """CC3M-style tab-separated captions: ``path<TAB>caption`` a line.
+
+    Args:
+        header: The first line names the columns; ``img_key`` /
+            ``caption_key`` select them (open_clip's ``CsvDataset``
+            defaults ``filepath`` / ``title``). Without a header the first
+            column is the path and the second the caption.
+        img_key: Column of the image path (with ``header``).
+        caption_key: Column of the caption (with ``header``).
+        **kwargs: :class:`BaseCaptionDataset` arguments.
+    """
+
+    def __init__(self,
+                 *args,
+                 header: bool = False,
+                 img_key: str = 'filepath',
+                 caption_key: str = 'title',
+                 **kwargs) -> None:
+        self.header = header
+        self.img_key = img_key
+        self.caption_key = caption_key
+        super().__init__(*args, **kwargs)
+
+    def _columns(self, first: Sequence[str]) -> Tuple[int, int]:
+        if not self.header:
+            return 0, 1
+        for key in (self.img_key, self.caption_key):
+            if key not in first:
+                raise ValueError(f'{self.ann_file}: header {list(first)} has '
+                                 f'no column {key!r}')
+        return first.index(self.img_key), first.index(self.caption_key)
+
+    def read_pairs(self) -> List[Pair]:
+        with open(self.ann_file, encoding='utf-8') as f:
+            lines = f.read().splitlines()
+        start = 1 if self.header else 0
+        if self.header and not lines:
+            raise ValueError(f'{self.ann_file} is empty (no header)')
+        img_col, cap_col = self._columns(
+            lines[0].split('\t') if self.header else ())
+        pairs = []
+        for lineno, line in enumerate(lines[start:], start=start + 1):
+            if not line.strip():
+                continue
+            cols = line.split('\t')
+            if len(cols) <= max(img_col, cap_col):
+                raise ValueError(
+                    f'{self.ann_file}:{lineno}: expected '
+                    f'{max(img_col, cap_col) + 1} tab-separated columns, '
+                    f'found {len(cols)}: {line[:80]!r}')
+            pairs.append((cols[img_col], cols[cap_col], f'line {lineno}'))
+        return pairs

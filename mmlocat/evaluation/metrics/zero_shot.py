@@ -1,0 +1,91 @@
+"""Zero-shot classification accuracy from class text embeddings.
+
+CLIP's zero-shot protocol (https://arxiv.org/abs/2103.00020): the class of
+an image is the class whose prompt-ensembled text embedding (an embedding
+file of ``tools/misc/dump_text_embeddings.py`` /
+:func:`mmlocat.datasets.text_embeddings.build_class_embeddings`) has the
+largest cosine with the image embedding.
+"""
+from typing import List, Optional, Sequence, Union
+
+import torch
+import torch.nn.functional as F
+from mmengine.evaluator import BaseMetric
+
+from mmlocat.datasets.text_embeddings import (load_text_embeddings,
+                                              resolve_class_names)
+from mmlocat.registry import METRICS
+
+__all__ = ['ZeroShotAccuracy']
+
+
+@METRICS.register_module()
+class ZeroShotAccuracy(BaseMetric):
+    """Top-k accuracy of ``image_embedding`` vs class text embeddings.
+
+    Args:
+        embeddings: ``(C, D)`` ``.npy`` with its class-name sidecar; the names
+            are checked against ``class_names`` (or the dataset's
+            ``classes``) in order, never reordered.
+        class_names: Class names in label order (list or ``.txt`` /
+            ``.json`` file), when the dataset's ``classes`` are folder ids
+            (e.g. ImageNet wnids) rather than names.
+        topk: The ``k`` values reported (``zero_shot/top1``, ...).
+        collect_device: mmengine's ``collect_device``.
+        prefix: Metric name prefix.
+    """
+    default_prefix = 'zero_shot'
+
+    def __init__(self,
+                 embeddings: str,
+                 class_names: Union[str, Sequence[str], None] = None,
+                 topk: Sequence[int] = (1, ),
+                 collect_device: str = 'cpu',
+                 prefix: Optional[str] = None) -> None:
+        super().__init__(collect_device=collect_device, prefix=prefix)
+        self.embeddings = embeddings
+        self.class_names = (
+            resolve_class_names(class_names)
+            if class_names is not None else None)
+        self.topk = tuple(int(k) for k in topk)
+        self._text: Optional[torch.Tensor] = None
+
+    def _class_embeddings(self) -> torch.Tensor:
+        if self._text is None:
+            names = self.class_names
+            if names is None:
+                names = list((self.dataset_meta or {}).get('classes') or [])
+                if not names:
+                    raise ValueError('ZeroShotAccuracy needs class_names or '
+                                     "a dataset with metainfo 'classes'")
+            emb, _, _ = load_text_embeddings(self.embeddings, names)
+            self._text = torch.from_numpy(emb)
+        return self._text
+
+    def process(self, data_batch, data_samples: Sequence[dict]) -> None:
+        for sample in data_samples:
+            if 'image_embedding' not in sample or 'gt_label' not in sample:
+                raise KeyError('ZeroShotAccuracy needs image_embedding (a '
+                               'CLIPContrastive prediction) and gt_label')
+            self.results.append(
+                dict(
+                    embedding=sample['image_embedding'].float().cpu(),
+                    label=int(sample['gt_label'].reshape(-1)[0])))
+
+    def compute_metrics(self, results: List[dict]) -> dict:
+        text = self._class_embeddings()
+        images = F.normalize(
+            torch.stack([r['embedding'] for r in results]), dim=-1)
+        if images.shape[1] != text.shape[1]:
+            raise ValueError(f'image embeddings have {images.shape[1]} dims, '
+                             f'{self.embeddings} has {text.shape[1]}')
+        labels = torch.tensor([r['label'] for r in results])
+        if int(labels.max()) >= text.shape[0]:
+            raise ValueError(f'label {int(labels.max())} but only '
+                             f'{text.shape[0]} class embeddings')
+        ranked = (images @ text.T).argsort(dim=1, descending=True)
+        hits = ranked == labels[:, None]
+        return {
+            f'top{k}': float(hits[:, :k].any(dim=1).float().mean()) * 100
+            for k in self.topk
+        }

@@ -1,0 +1,193 @@
+"""open_clip's own text tower, without its image tower.
+
+The text encoder is open_clip's model (``open_clip.create_model`` with
+``pretrained=None``, or ``open_clip.CLIP`` / ``CustomTextCLIP`` from a
+model-config dict) with its ``visual`` part and logit scale removed, so
+:meth:`OpenCLIPTextTower.forward` is open_clip's ``encode_text`` itself
+(https://github.com/mlfoundations/open_clip).
+"""
+import copy
+import os.path as osp
+from typing import Dict, Optional
+
+import torch
+from mmengine.model import BaseModule
+from torch import Tensor
+
+from mmlocat.utils.checkpoint_io import read_state_dict, sniff_checkpoint
+
+__all__ = ['OpenCLIPTextTower', 'build_open_clip_model']
+
+
+def _import_open_clip():
+    try:
+        import open_clip
+    except ImportError as err:
+        raise ImportError('the CLIP text tower needs open_clip: pip install '
+                          'open_clip_torch') from err
+    return open_clip
+
+
+# The image tower open_clip's CLIP classes always build; its text tower does
+# not depend on it, and it is dropped at once: a 1-block stand-in keeps the
+# build cheap (the real one may be a 300M-parameter timm model).
+_STAND_IN_VISION = dict(
+    image_size=16, layers=1, width=8, head_width=8, patch_size=16)
+
+
+def build_open_clip_model(model_name: Optional[str] = None,
+                          model_cfg: Optional[Dict] = None):
+    """A random-init open_clip CLIP (its text tower the real one) from a
+    model name or a config dict; its image tower is a stand-in.
+
+    Args:
+        model_name: An open_clip model name (``'ViT-B-16'``,
+            ``'EVA02-L-14-336'``, ...): its config from open_clip's registry
+            (``open_clip.get_model_config``); no weights are downloaded.
+        model_cfg: An open_clip model config (``embed_dim``, ``text_cfg``,
+            optional ``quick_gelu`` and ``custom_text``), for models
+            open_clip does not ship.
+    """
+    if (model_name is None) == (model_cfg is None):
+        raise ValueError('give exactly one of text model_name or model_cfg')
+    open_clip = _import_open_clip()
+    if model_name is not None:
+        model_cfg = open_clip.get_model_config(model_name)
+        if model_cfg is None:
+            raise ValueError(f'open_clip does not know the model '
+                             f'{model_name!r}')
+    cfg = copy.deepcopy(dict(model_cfg))
+    for key in ('embed_dim', 'text_cfg'):
+        if key not in cfg:
+            raise ValueError(f'open_clip model_cfg needs {key!r}; got keys '
+                             f'{sorted(cfg)}')
+    if 'multimodal_cfg' in cfg:
+        raise ValueError('CoCa-style configs (multimodal_cfg) are not '
+                         'supported')
+    cfg['vision_cfg'] = dict(_STAND_IN_VISION)
+    custom = cfg.pop('custom_text',
+                     False) or 'hf_model_name' in cfg['text_cfg']
+    cls = open_clip.CustomTextCLIP if custom else open_clip.CLIP
+    return cls(**cfg)
+
+
+class OpenCLIPTextTower(BaseModule):
+    """open_clip's text tower (token embedding ... text projection).
+
+    Args:
+        model_name: open_clip model name (see :func:`build_open_clip_model`).
+        model_cfg: open_clip model config dict instead of a name.
+        weights: Local open_clip checkpoint (a full CLIP state dict, as
+            open_clip / OpenAI release them, or the text keys only); its text
+            keys are loaded strictly by :meth:`init_weights` (missing or
+            unexpected text keys raise). ``None`` keeps open_clip's random
+            init.
+        lock: Freeze the text tower (LiT, https://arxiv.org/abs/2111.07991)
+            with open_clip's ``lock_text_tower``.
+        unlocked_layers: Last text blocks left trainable when ``lock``.
+        init_cfg: mmengine init config (unused by default).
+    """
+
+    def __init__(self,
+                 model_name: Optional[str] = None,
+                 model_cfg: Optional[Dict] = None,
+                 weights: Optional[str] = None,
+                 lock: bool = False,
+                 unlocked_layers: int = 0,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        model = build_open_clip_model(model_name, model_cfg)
+        # keep only the text parts: open_clip's encode_text never reads them
+        del model.visual
+        del model.logit_scale
+        if isinstance(getattr(model, 'logit_bias', None), torch.nn.Parameter):
+            del model.logit_bias
+        self.model = model
+        self.model_name = model_name
+        self.embed_dim = int(self._embed_dim())
+        self.weights = weights
+        self.lock = lock
+        if lock:
+            model.lock_text_tower(unlocked_layers=unlocked_layers)
+
+    def _embed_dim(self) -> int:
+        text = getattr(self.model, 'text', self.model)
+        proj = getattr(text, 'text_projection', None)
+        if isinstance(proj, torch.nn.Linear):
+            return proj.out_features
+        if isinstance(proj, torch.nn.Parameter):
+            return proj.shape[1]
+        if hasattr(text, 'proj') and isinstance(text.proj, torch.nn.Linear):
+            return text.proj.out_features  # HF text towers
+        return text.output_dim
+
+    def init_weights(self) -> None:
+        """Load ``weights`` (if given) after mmengine's initialisation."""
+        super().init_weights()
+        if self.weights is not None:
+            self.load_open_clip_weights(self.weights)
+
+    @property
+    def context_length(self) -> int:
+        return getattr(self.model, 'context_length',
+                       getattr(self.model, 'text', self.model).context_length)
+
+    def text_state_dict(self, state_dict: Dict[str, Tensor],
+                        source: str) -> Dict[str, Tensor]:
+        """The text keys of an open_clip CLIP state dict, renamed to this
+        tower's layout (``CLIP`` or ``CustomTextCLIP``)."""
+        open_clip = _import_open_clip()
+        own = self.model.state_dict()
+        custom = any(k.startswith('text.') for k in own)
+        if custom and not any(k.startswith('text.') for k in state_dict):
+            state_dict = open_clip.model.convert_to_custom_text_state_dict(
+                dict(state_dict))
+        text = {
+            k: v
+            for k, v in state_dict.items()
+            if not k.startswith('visual.') and k not in ('logit_scale',
+                                                         'logit_bias')
+        }
+        missing = sorted(set(own) - set(text))
+        unexpected = sorted(set(text) - set(own))
+        if missing or unexpected:
+            raise ValueError(
+                f'{source} does not fit the open_clip text tower '
+                f'{self.model_name or "(model_cfg)"}: missing text keys '
+                f'{missing[:8]}, unexpected {unexpected[:8]}')
+        bad = [
+            f'{k}: {tuple(text[k].shape)} vs {tuple(v.shape)}'
+            for k, v in own.items() if text[k].shape != v.shape
+        ]
+        if bad:
+            raise ValueError(f'{source}: text weights of the wrong shape '
+                             f'(file vs model): {bad[:8]}')
+        return text
+
+    def load_open_clip_weights(self, path: str) -> None:
+        """Load the text keys of a local open_clip / OpenAI checkpoint
+        (state dict, safetensors or OpenAI's TorchScript ``.pt``)
+        strictly."""
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'text tower weights not found: {path}')
+        if sniff_checkpoint(path) == 'torchscript':
+            state_dict = torch.jit.load(path, map_location='cpu').state_dict()
+        else:
+            state_dict = read_state_dict(path)
+        if state_dict and all(k.startswith('module.') for k in state_dict):
+            state_dict = {k[len('module.'):]: v for k, v in state_dict.items()}
+        # OpenAI archives also hold these ints (open_clip drops them too)
+        # and TorchScript keeps the causal mask, a non-persistent buffer
+        state_dict = {
+            k: v
+            for k, v in state_dict.items()
+            if k not in ('input_resolution', 'context_length',
+                         'vocab_size') and not k.endswith('attn_mask')
+        }
+        self.model.load_state_dict(
+            self.text_state_dict(state_dict, path), strict=True)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """``(N, context_length)`` token ids -> ``(N, embed_dim)`` text
+        features (unnormalised), open_clip's ``encode_text``."""
+        return self.model.encode_text(tokens)

@@ -1,0 +1,3 @@
+from .clip_loss import CLIPContrastiveLoss, gather_features
+
+__all__ = ['CLIPContrastiveLoss', 'gather_features']

@@ -1,0 +1,172 @@
+"""Tiny captioned image sets: one drawn shape per image, captioned.
+
+Each image shows one shape (star, ring, triangle, rectangle) of one colour
+(red, green, blue, yellow) on one background (checkerboard, stripes, plain
+grey) with a random pose and pixel noise; its captions name all three ("a
+red star on a checkerboard", "a checkerboard with a red star"), so a tiny
+CLIP learns to match them. Layout under ``root``::
+
+    train2017/000000.jpg ...            val2017/000000.jpg ...
+    annotations/captions_{train,val}2017.json    (COCO Captions)
+    annotations/{train,val}.tsv                  (path<TAB>caption)
+    zeroshot/val/<colour>_<shape>/*.JPEG         (ImageNet folder)
+    zeroshot/meta/val.txt, zeroshot/meta/classes.txt   ("red star", ...)
+"""
+import os
+import os.path as osp
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from .common import check_sizes, dump_json, image_rng, save_jpg
+from .shapes import _shape_mask
+
+__all__ = [
+    'CAPTIONS_OWNED', 'CAPTION_COLOURS', 'CAPTION_SHAPES',
+    'CAPTION_BACKGROUNDS', 'caption_class_names', 'write_captions'
+]
+
+CAPTIONS_OWNED = ('train2017', 'val2017', 'annotations', 'zeroshot')
+CAPTION_COLOURS = dict(
+    red=(220, 30, 30),
+    green=(30, 190, 40),
+    blue=(30, 60, 230),
+    yellow=(235, 220, 20))
+CAPTION_SHAPES = ('star', 'ring', 'triangle', 'rectangle')
+CAPTION_BACKGROUNDS = ('checkerboard', 'stripes', 'plain background')
+
+
+def caption_class_names() -> List[str]:
+    """The zero-shot classes ``'<colour> <shape>'``, in label order."""
+    return [f'{c} {s}' for s in CAPTION_SHAPES for c in CAPTION_COLOURS]
+
+
+def _background(kind: str, hw: Tuple[int, int],
+                rng: np.random.Generator) -> np.ndarray:
+    h, w = hw
+    ys, xs = np.mgrid[0:h, 0:w]
+    light, dark = rng.uniform(170, 230), rng.uniform(40, 90)
+    cell = max(2, min(h, w) // 8)
+    if kind == 'checkerboard':
+        sel = ((xs // cell) + (ys // cell)) % 2 == 1
+    elif kind == 'stripes':
+        sel = (xs // cell) % 2 == 1
+    else:
+        sel = np.zeros((h, w), dtype=bool)
+        light = rng.uniform(110, 150)
+    grey = np.where(sel, dark, light).astype(np.float32)
+    return np.repeat(grey[..., None], 3, axis=2)
+
+
+def _draw(rng: np.random.Generator, hw: Tuple[int, int], colour: str,
+          shape: str, background: str) -> np.ndarray:
+    h, w = hw
+    image = _background(background, hw, rng)
+    r = 0.5 * rng.uniform(0.5, 0.8) * min(h, w)
+    cx = rng.uniform(r, max(r, w - 1 - r))
+    cy = rng.uniform(r, max(r, h - 1 - r))
+    mask = _shape_mask(shape, hw, cx, cy, r, rng.uniform(0.75, 1.0),
+                       rng.uniform(0, 2 * np.pi))
+    image[mask] = CAPTION_COLOURS[colour]
+    image += rng.normal(0.0, 4.0, size=image.shape)
+    return np.clip(np.round(image), 0, 255).astype(np.uint8)
+
+
+def _captions(colour: str, shape: str, background: str) -> List[str]:
+    return [
+        f'a {colour} {shape} on a {background}',
+        f'a {background} with a {colour} {shape}'
+    ]
+
+
+def _look(index: int, rng: np.random.Generator) -> Tuple[str, str, str]:
+    colours = list(CAPTION_COLOURS)
+    colour = colours[index % len(colours)]
+    shape = CAPTION_SHAPES[(index // len(colours)) % len(CAPTION_SHAPES)]
+    background = CAPTION_BACKGROUNDS[int(
+        rng.integers(len(CAPTION_BACKGROUNDS)))]
+    return colour, shape, background
+
+
+def _write_split(root: str, split: str, num: int, hw: Tuple[int, int],
+                 seed: int) -> None:
+    folder = f'{split}2017'
+    images, annotations, tsv = [], [], []
+    for i in range(num):
+        rng = image_rng(seed, split, i)
+        colour, shape, background = _look(i, rng)
+        name = f'{i:06d}.jpg'
+        save_jpg(
+            osp.join(root, folder, name),
+            _draw(rng, hw, colour, shape, background))
+        images.append(dict(id=i, file_name=name, height=hw[0], width=hw[1]))
+        for caption in _captions(colour, shape, background):
+            annotations.append(
+                dict(id=len(annotations), image_id=i, caption=caption))
+            tsv.append(f'{folder}/{name}\t{caption}\n')
+    dump_json(
+        osp.join(root, 'annotations', f'captions_{split}2017.json'),
+        dict(images=images, annotations=annotations))
+    with open(osp.join(root, 'annotations', f'{split}.tsv'), 'w') as f:
+        f.write(''.join(tsv))
+
+
+def _write_zeroshot(root: str, per_class: int, hw: Tuple[int, int],
+                    seed: int) -> None:
+    names = caption_class_names()
+    lines = []
+    for label, name in enumerate(names):
+        colour, shape = name.split(' ')
+        for k in range(per_class):
+            index = 10000 + label * per_class + k
+            rng = image_rng(seed, 'val', index)
+            background = CAPTION_BACKGROUNDS[k % len(CAPTION_BACKGROUNDS)]
+            rel = f'{colour}_{shape}/{k:04d}.JPEG'
+            save_jpg(
+                osp.join(root, 'zeroshot', 'val', rel),
+                _draw(rng, hw, colour, shape, background))
+            lines.append(f'{rel} {label}\n')
+    os.makedirs(osp.join(root, 'zeroshot', 'meta'), exist_ok=True)
+    with open(osp.join(root, 'zeroshot', 'meta', 'val.txt'), 'w') as f:
+        f.write(''.join(lines))
+    with open(osp.join(root, 'zeroshot', 'meta', 'classes.txt'), 'w') as f:
+        f.write(''.join(f'{n}\n' for n in names))
+
+
+def write_captions(root: str,
+                   num_train: int,
+                   num_val: int,
+                   img_size: Tuple[int, int],
+                   seed: int,
+                   zeroshot_per_class: int = 2) -> Dict:
+    """Write the captioned train / val sets and the zero-shot folder.
+
+    Args:
+        root: Output folder (``data_root``).
+        num_train, num_val: Images in each split (2 captions each); the
+            colour and shape cycle with the image index, so 16 images cover
+            every (colour, shape) pair.
+        img_size: ``(H, W)``.
+        seed: Same seed, same bytes.
+        zeroshot_per_class: Zero-shot images per ``'<colour> <shape>'``
+            class.
+    """
+    hw = check_sizes(num_train, num_val, img_size)
+    if zeroshot_per_class < 1:
+        raise ValueError(f'zeroshot_per_class must be >= 1, got '
+                         f'{zeroshot_per_class}')
+    _write_split(root, 'train', num_train, hw, seed)
+    _write_split(root, 'val', num_val, hw, seed)
+    _write_zeroshot(root, zeroshot_per_class, hw, seed)
+    return dict(
+        data_root=root,
+        train_ann_file='annotations/captions_train2017.json',
+        val_ann_file='annotations/captions_val2017.json',
+        train_tsv='annotations/train.tsv',
+        val_tsv='annotations/val.tsv',
+        train_prefix='train2017/',
+        val_prefix='val2017/',
+        zeroshot_root=osp.join(root, 'zeroshot'),
+        zeroshot_ann_file='meta/val.txt',
+        zeroshot_classes='meta/classes.txt',
+        classes=caption_class_names())

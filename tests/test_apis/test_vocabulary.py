@@ -1,0 +1,139 @@
+"""mmlocat.apis.vocabulary: parsing, provenance lookup, cache, config."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+
+from mmlocat.apis import vocabulary as voc
+from mmlocat.datasets.text_embeddings import (load_text_embeddings,
+                                              save_text_embeddings)
+from mmlocat.utils.checkpoint_io import save_checkpoint
+from mmlocat.utils.provenance import file_sha256
+
+
+def test_parse_vocabulary(tmp_path):
+    assert voc.parse_vocabulary(' cat, remote control ,, traffic cone,') == [
+        'cat', 'remote control', 'traffic cone'
+    ]
+    assert voc.parse_vocabulary(['dog ', 'cat']) == ['dog', 'cat']
+    txt = tmp_path / 'names.txt'
+    txt.write_text('cat\n\nremote control\n')
+    assert voc.parse_vocabulary(str(txt)) == ['cat', 'remote control']
+    js = tmp_path / 'names.json'
+    js.write_text(json.dumps(['a, b']))  # a file name is not split
+    assert voc.parse_vocabulary(str(js)) == ['a, b']
+    for bad, message in ((' , ', 'empty vocabulary'), ('', 'empty'),
+                         ([], 'empty'), ('cat, cat', 'more than once'),
+                         ('cat, background', 'reserved'), ([1],
+                                                           'must be strings')):
+        with pytest.raises(ValueError, match=message):
+            voc.parse_vocabulary(bad)
+    with pytest.raises(FileNotFoundError, match='missing.txt'):
+        voc.parse_vocabulary(str(tmp_path / 'missing.txt'))
+
+
+def _cfg(emb, checkpoint=None, base=None):
+    init = None if checkpoint is None else dict(
+        type='Pretrained', checkpoint=checkpoint, prefix='backbone.')
+    head = dict(text_embeddings=emb, class_names=['x', 'y'])
+    if base is not None:
+        head['base_class_names'] = base
+    return Config(
+        dict(
+            model=dict(
+                train_class_names=['x'],
+                backbone=dict(init_cfg=init),
+                roi_head=dict(bbox_head=head))))
+
+
+def test_recorded_text_model(tmp_path):
+    rows = np.eye(3, 4, dtype=np.float32)
+    plain = save_text_embeddings(
+        str(tmp_path / 'plain.npy'), rows, ['x', 'y', 'background'])
+    # nothing recorded anywhere: empty record, the places looked at named
+    record, where = voc.recorded_text_model(_cfg(plain))
+    assert record == {} and 'plain.json' in where
+    # the backbone checkpoint's meta['clip'] (written by the converters)
+    ckpt = str(tmp_path / 'clip.pth')
+    clip = dict(name='ViT-B-16', weights='ViT-B-16.pt', sha256='ab')
+    save_checkpoint({'w': torch.zeros(1)}, ckpt, meta=dict(clip=clip))
+    assert voc.recorded_text_model(_cfg(plain, ckpt)) == (clip, ckpt)
+    # the embedding sidecar comes first
+    text = dict(name='ViT-L-14', weights='l.pt', templates='clip')
+    recorded = save_text_embeddings(
+        str(tmp_path / 'rec.npy'),
+        rows, ['x', 'y', 'background'],
+        text_model=text)
+    assert voc.recorded_text_model(_cfg(recorded,
+                                        ckpt)) == (text,
+                                                   str(tmp_path / 'rec.json'))
+    with pytest.raises(ValueError, match='F-ViT config'):
+        voc.recorded_text_model(Config(dict(model=dict(backbone=dict()))))
+
+
+def test_resolve_text_model(tmp_path):
+    weights = tmp_path / 'w.bin'
+    weights.write_bytes(b'123')
+    record = dict(name='m', weights='w.bin', sha256=file_sha256(str(weights)))
+    assert voc.resolve_text_model(
+        record, 'here', search_dirs=[str(tmp_path)]) == ('m', str(weights))
+    with pytest.raises(ValueError, match=r'pass --text-model \('):
+        voc.resolve_text_model({}, 'X.json')
+    with pytest.raises(ValueError, match='not in .*pass --text-weights'):
+        voc.resolve_text_model(record, 'X.json', search_dirs=['/nowhere'])
+    other = tmp_path / 'o.bin'
+    other.write_bytes(b'456')
+    with pytest.raises(ValueError, match='has sha256'):
+        voc.resolve_text_model(record, 'X', text_weights=str(other))
+    # another model named explicitly: the recorded hash does not apply
+    assert voc.resolve_text_model(
+        record, 'X', text_model='n',
+        text_weights=str(other)) == ('n', str(other))
+
+
+def test_vocabulary_embeddings_cache(tmp_path):
+    calls = []
+    gen = torch.Generator().manual_seed(0)
+    table = torch.randn(128, 8, generator=gen)
+
+    def encoder(prompts):
+        calls.append(len(prompts))
+        return torch.stack(
+            [table[[ord(c) % 128 for c in p]].sum(0) for p in prompts])
+
+    kwargs = dict(cache_dir=str(tmp_path), encoder=encoder)
+    path = voc.vocabulary_embeddings(['cat', 'dog'], 'm', 'tag', **kwargs)
+    assert len(calls) == 3  # cat, dog, background
+    emb, bg, names = load_text_embeddings(path, ['cat', 'dog'])
+    assert emb.shape == (2, 8) and bg is not None
+    assert voc.vocabulary_embeddings(['cat', 'dog'], 'm', 'tag',
+                                     **kwargs) == path
+    assert len(calls) == 3  # cached
+    # other names, order, model, templates: other files
+    others = {
+        voc.vocabulary_embeddings(['dog', 'cat'], 'm', 'tag', **kwargs),
+        voc.vocabulary_embeddings(['cat', 'dog'], 'n', 'tag', **kwargs),
+        voc.vocabulary_embeddings(['cat', 'dog'],
+                                  'm',
+                                  'tag',
+                                  templates='single',
+                                  **kwargs)
+    }
+    assert len(others) == 3 and path not in others
+    assert not list(tmp_path.glob('*.tmp.*'))
+    with pytest.raises(ValueError, match='templates must be one of'):
+        voc.vocabulary_embeddings(['cat'], 'm', 'tag', templates='x')
+
+
+def test_apply_vocabulary():
+    cfg = _cfg('old.npy', base=['person', 'car'])
+    voc.apply_vocabulary(cfg, 'new.npy', ['car', 'cat'])
+    head = cfg.model.roi_head.bbox_head
+    assert head.text_embeddings == 'new.npy' and head.class_names is None
+    assert head.base_class_names == ['car']
+    assert cfg.model.train_class_names is None
+    cfg = _cfg('old.npy')  # no base classes: all stay base
+    voc.apply_vocabulary(cfg, 'new.npy', ['car', 'cat'])
+    assert cfg.model.roi_head.bbox_head.get('base_class_names') is None

@@ -1,0 +1,149 @@
+"""Caption datasets (COCO Captions JSON, TSV) and caption tokenisation."""
+import json
+import logging
+import os.path as osp
+
+import open_clip
+import pytest
+import torch
+from mmengine.logging import MMLogger
+
+import mmlocat  # noqa: F401
+from mmlocat.datasets import (CocoCaptionDataset, TokenizeCaption,
+                              TsvCaptionDataset)
+from mmlocat.testing import generate
+
+
+@pytest.fixture(scope='module')
+def captions(tmp_path_factory):
+    return generate('captions', str(tmp_path_factory.mktemp('cap')), 6, 3,
+                    (32, 32))
+
+
+def _coco(paths, **kwargs):
+    return CocoCaptionDataset(
+        data_root=paths['data_root'],
+        ann_file=paths['train_ann_file'],
+        data_prefix=dict(img_path=paths['train_prefix']),
+        **kwargs)
+
+
+def test_coco_and_tsv_read_the_same_pairs(captions):
+    coco = _coco(captions)
+    tsv = TsvCaptionDataset(
+        data_root=captions['data_root'], ann_file=captions['train_tsv'])
+    assert len(coco) == len(tsv) == 12  # 6 images x 2 captions
+    for a, b in zip(coco, tsv):
+        assert a['caption'] == b['caption']
+        assert osp.samefile(a['img_path'], b['img_path'])
+        assert a['img_id'] == b['img_id']
+    assert coco[0]['caption'].startswith('a red star on a ')
+    grouped = _coco(captions, group_by_image=True)
+    assert len(grouped) == 6
+    assert grouped[0]['captions'] == [coco[0]['caption'], coco[1]['caption']]
+
+
+def test_tsv_header_columns(tmp_path, captions):
+    root = captions['data_root']
+    path = tmp_path / 'cc3m.tsv'
+    path.write_text('title\tfilepath\nred thing\t' +
+                    osp.join(root, 'train2017/000000.jpg') + '\n')
+    data = TsvCaptionDataset(ann_file=str(path), header=True)
+    assert data[0]['caption'] == 'red thing'
+    with pytest.raises(ValueError, match="no column 'url'"):
+        TsvCaptionDataset(ann_file=str(path), header=True, img_key='url')
+    path.write_text('only-one-column\n')
+    with pytest.raises(ValueError, match=r'cc3m.tsv:1: expected 2'):
+        TsvCaptionDataset(ann_file=str(path))
+
+
+def _with_missing(tmp_path, captions):
+    with open(osp.join(captions['data_root'],
+                       captions['train_ann_file'])) as f:
+        ann = json.load(f)
+    ann['images'].append(dict(id=99, file_name='gone.jpg'))
+    ann['images'].append(dict(id=98, file_name='lost.jpg'))
+    ann['annotations'].append(dict(id=990, image_id=99, caption='x'))
+    ann['annotations'].append(dict(id=980, image_id=98, caption='y'))
+    path = tmp_path / 'missing.json'
+    path.write_text(json.dumps(ann))
+    return str(path)
+
+
+def test_missing_images_refused_or_skipped_with_a_count(tmp_path, captions):
+    ann = _with_missing(tmp_path, captions)
+    prefix = osp.join(captions['data_root'], captions['train_prefix'])
+    with pytest.raises(
+            FileNotFoundError,
+            match=r'2 of 8 images not found.*gone.jpg.*lost.jpg'
+            r".*missing_images='skip'"):
+        CocoCaptionDataset(ann_file=ann, data_prefix=dict(img_path=prefix))
+    logger = MMLogger.get_current_instance()
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    try:
+        data = CocoCaptionDataset(
+            ann_file=ann,
+            data_prefix=dict(img_path=prefix),
+            missing_images='skip')
+    finally:
+        logger.removeHandler(handler)
+    assert len(data) == 12
+    warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert any('2 of 8 images not found' in m and 'gone.jpg' in m
+               and '6 images kept' in m for m in warned), warned
+    with pytest.raises(ValueError, match='missing_images must be one of'):
+        CocoCaptionDataset(ann_file=ann, missing_images='ignore')
+
+
+def test_empty_captions_and_bad_files_are_errors(tmp_path, captions):
+    img = osp.join(captions['data_root'], 'train2017/000000.jpg')
+    path = tmp_path / 'empty.tsv'
+    path.write_text(f'{img}\ta red star\n{img}\t  \n')
+    with pytest.raises(ValueError, match=r'empty caption at line 2'):
+        TsvCaptionDataset(ann_file=str(path))
+    coco = tmp_path / 'coco.json'
+    coco.write_text(
+        json.dumps(
+            dict(
+                images=[dict(id=1, file_name=img)],
+                annotations=[dict(id=7, image_id=1, caption='')])))
+    with pytest.raises(ValueError, match='empty caption at annotation id 7'):
+        CocoCaptionDataset(ann_file=str(coco))
+    coco.write_text(
+        json.dumps(
+            dict(
+                images=[dict(id=1, file_name=img)],
+                annotations=[dict(id=7, image_id=2, caption='a')])))
+    with pytest.raises(ValueError, match="image_id 2, which is not in"):
+        CocoCaptionDataset(ann_file=str(coco))
+    coco.write_text(json.dumps(dict(images=[])))
+    with pytest.raises(ValueError, match='not a COCO captions file'):
+        CocoCaptionDataset(ann_file=str(coco))
+    with pytest.raises(FileNotFoundError, match='nope.json'):
+        CocoCaptionDataset(ann_file=str(tmp_path / 'nope.json'))
+
+
+def test_tokenize_caption_is_open_clips_tokenizer():
+    ref = open_clip.get_tokenizer('ViT-B-16')
+    step = TokenizeCaption(model_name='ViT-B-16')
+    out = step(dict(caption='a red star on a checkerboard'))['text_tokens']
+    assert out.dtype == torch.long and out.shape == (77, )
+    torch.testing.assert_close(out, ref(['a red star on a checkerboard'])[0])
+    many = step(dict(captions=['a', 'b c']))['text_tokens']
+    torch.testing.assert_close(many, ref(['a', 'b c']))
+    # the four CLIPs of configs/last share the tokenizer (77 BPE tokens)
+    for name in ('ViT-L-14-quickgelu', 'EVA02-B-16', 'EVA02-L-14-336'):
+        torch.testing.assert_close(
+            open_clip.get_tokenizer(name)(['a red star']), ref(['a red star']))
+    cfg = dict(text_cfg=dict(context_length=12))
+    short = TokenizeCaption(model_cfg=cfg)(dict(caption='a red star'))
+    assert short['text_tokens'].shape == (12, )
+    with pytest.raises(ValueError, match='empty caption'):
+        step(dict(caption=' ', img_path='x.jpg'))
+    with pytest.raises(KeyError, match="'caption' or 'captions'"):
+        step(dict(img_path='x.jpg'))
+    with pytest.raises(ValueError, match='does not know'):
+        TokenizeCaption(model_name='nope-1')

@@ -1,0 +1,414 @@
+"""tools/infer.py: PNG + JSON per image, predictions equal tools/test.py's.
+
+For each task a tiny model derived from a shipped config is saved at random
+init; ``tools/test.py --out`` dumps its predictions on a generated dataset
+(batch size 1, as the inferencer runs) and ``tools/infer.py`` runs on the
+same image files; both must agree exactly.
+"""
+import importlib.util
+import json
+import os.path as osp
+import pickle
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from mmlocat.testing import generate
+from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
+
+CLS_CONFIG = """
+_base_ = {base!r}
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=32, num_layers=2, num_heads=2,
+                  feedforward_channels=64),
+        img_size=32, drop_path_rate=0.),
+    head=dict(num_classes=6, in_channels=32))
+data_preprocessor = dict(num_classes=6)
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='ResizeEdge', scale=36, edge='short', backend='pillow'),
+    dict(type='CenterCrop', crop_size=32),
+    dict(type='PackInputs'),
+]
+test_dataloader = dict(
+    batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root={root!r}, pipeline=test_pipeline))
+"""
+
+
+def _tool(repo_root, rel, name):
+    spec = importlib.util.spec_from_file_location(name,
+                                                  osp.join(repo_root, rel))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build_and_save(cfg_path, scope, ckpt, meta=None):
+    from mmengine.config import Config
+    from mmengine.registry import MODELS, init_default_scope
+    init_default_scope(scope)
+    torch.manual_seed(0)
+    model = MODELS.build(Config.fromfile(cfg_path).model)
+    model.init_weights()
+    save_checkpoint(model.state_dict(), ckpt, meta=meta)
+
+
+def _test_py(cfg, ckpt, out_pkl, work, env, repo_root, *options):
+    proc = subprocess.run(
+        [
+            sys.executable, 'tools/test.py', cfg, ckpt, '--out', out_pkl,
+            '--work-dir', work
+        ] + list(options),
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    with open(out_pkl, 'rb') as f:
+        return {osp.basename(p['img_path']): p for p in pickle.load(f)}
+
+
+def _infer(repo_root, monkeypatch, capsys, *argv):
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
+    tool.main()
+    return capsys.readouterr()
+
+
+def _records(out_dir):
+    records = {}
+    for path in sorted(
+            osp.join(out_dir, f) for f in __import__('os').listdir(out_dir)
+            if f.endswith('.json')):
+        with open(path) as f:
+            record = json.load(f)
+        records[osp.basename(record['image'])] = record
+    return records
+
+
+@pytest.mark.timeout(300)
+def test_classification_png_json_equal_test_py(tmp_path, repo_root,
+                                               subprocess_env, monkeypatch,
+                                               capsys):
+    paths = generate(
+        'imagenet',
+        str(tmp_path / 'in'),
+        1,
+        1, (40, 48),
+        seed=0,
+        num_classes=6)
+    root = paths['data_root']
+    cfg = tmp_path / 'cls.py'
+    cfg.write_text(
+        CLS_CONFIG.format(
+            base=osp.join(repo_root, 'configs/locat/locat-t_8xb128_in1k.py'),
+            root=root))
+    ckpt = str(tmp_path / 'cls.pth')
+    _build_and_save(
+        str(cfg),
+        'mmpretrain',
+        ckpt,
+        meta=dict(dataset_meta=dict(classes=paths['classes'])))
+    ref = _test_py(
+        str(cfg), ckpt, str(tmp_path / 'ref.pkl'), str(tmp_path / 'work'),
+        subprocess_env, repo_root)
+    assert len(ref) == 6
+    out = tmp_path / 'out'
+    printed = _infer(repo_root, monkeypatch, capsys, osp.join(root, 'val'),
+                     cfg, ckpt, '--out', out).out
+    assert '6 image(s) written' in printed and '0 skipped' in printed
+    records = _records(str(out))
+    assert sorted(records) == sorted(ref)
+    for name, record in records.items():
+        want = ref[name]['pred_score'].numpy()
+        assert record['pred_scores'] == [float(s) for s in want]
+        assert record['pred_label'] == int(want.argmax())
+        assert record['pred_class'] == paths['classes'][int(want.argmax())]
+        assert [t['label'] for t in record['topk']
+                ] == list(np.argsort(-want, kind='stable')[:5])
+        png = cv2.imread(record['png'])
+        assert png is not None and png.shape[2] == 3
+
+    # unreadable files in a folder are named, skipped and counted
+    mixed = tmp_path / 'mixed'
+    mixed.mkdir()
+    good = sorted(records)[:2]
+    for name in good:
+        (mixed / name).write_bytes(open(records[name]['image'], 'rb').read())
+    (mixed / 'broken.jpg').write_bytes(b'not an image at all')
+    (mixed / 'empty.png').write_bytes(b'')
+    printed = _infer(repo_root, monkeypatch, capsys, mixed, cfg, ckpt, '--out',
+                     tmp_path / 'out2')
+    assert '2 image(s) written' in printed.out
+    assert '2 skipped' in printed.out
+    for bad in ('broken.jpg', 'empty.png'):
+        assert f'skipped {mixed / bad}: cannot be read' in printed.err
+    assert sorted(_records(str(tmp_path / 'out2'))) == sorted(good)
+
+    # a checkpoint that leaves weights random is refused, as by test.py
+    state = torch.load(ckpt, weights_only=False)
+    state['state_dict'].pop('head.layers.head.weight')
+    partial = str(tmp_path / 'partial.pth')
+    torch.save(state, partial)
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    for argv, message in (
+        ([mixed, cfg, partial], 'head.layers.head.weight'),
+        ([mixed, cfg, tmp_path / 'missing.pth'], 'file not found'),
+        ([mixed, cfg, ckpt, '--classes', 'cat'], 'open-vocabulary'),
+    ):
+        monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
+        with pytest.raises(SystemExit) as exc:
+            run_cli('infer.py', tool.main)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith('infer.py: error:') and message in err, err
+
+
+@pytest.mark.timeout(300)
+def test_segmentation_png_json_equal_test_py(tmp_path, repo_root,
+                                             subprocess_env, monkeypatch,
+                                             capsys):
+    shrink = _tool(repo_root, 'tests/test_e2e/seg_shrink.py', 'seg_shrink')
+    paths = generate('ade20k', str(tmp_path / 'ade'), 1, 2, (64, 96), seed=0)
+    root = paths['data_root']
+    cfg = shrink.write_tiny_config(
+        osp.join(repo_root, 'configs/locat/upernet_locat-b_ade20k.py'),
+        str(tmp_path / 'seg.py'), root)
+    ckpt = str(tmp_path / 'seg.pth')
+    _build_and_save(cfg, 'mmseg', ckpt)  # no dataset_meta: config's used
+    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                   str(tmp_path / 'work'), subprocess_env, repo_root)
+    assert len(ref) == 2
+    out = tmp_path / 'out'
+    _infer(repo_root, monkeypatch, capsys,
+           osp.join(root, paths['val_img_dir']), cfg, ckpt, '--out', out)
+    from mmseg.datasets import ADE20KDataset
+    names = ADE20KDataset.METAINFO['classes']
+    records = _records(str(out))
+    assert sorted(records) == sorted(ref)
+    for name, record in records.items():
+        want = ref[name]['pred_sem_seg']['data'][0].numpy()
+        got = cv2.imread(record['label_png'], cv2.IMREAD_UNCHANGED)
+        np.testing.assert_array_equal(got, want)
+        present, counts = np.unique(want, return_counts=True)
+        assert [
+            (c['label'], c['cls'], c['pixels']) for c in record['classes']
+        ] == [(int(c), names[c], int(n)) for c, n in zip(present, counts)]
+        png = cv2.imread(record['png'])
+        assert png is not None and png.shape[2] == 3
+
+
+@pytest.fixture(scope='module')
+def ovd(repo_root):
+    return _tool(repo_root, 'tests/test_e2e/test_ovd_e2e.py', 'ovd_e2e')
+
+
+@pytest.fixture(scope='module')
+def coco_fvit(ovd, repo_root, tmp_path_factory):
+    """A tiny random-init OV-COCO F-ViT config and checkpoint."""
+    from mmlocat.datasets.text_embeddings import names_from_annotations
+    tmp = tmp_path_factory.mktemp('fvit')
+    paths = generate('coco', str(tmp / 'coco'), 2, 2, (64, 64), seed=2)
+    root = paths['data_root']
+    val_ann = osp.join(root, paths['ov_val_ann_file'])
+    with open(val_ann) as f:
+        names, _ = names_from_annotations(json.load(f))
+    emb = ovd._random_embeddings(tmp / 'coco_emb.npy', names)
+    cfg = ovd._write_config(
+        tmp / 'fvit.py',
+        osp.join(repo_root, 'configs/ovd/fvit_clip-b16_ov-coco.py'), root, emb,
+        val_ann)
+    ckpt = str(tmp / 'fvit.pth')
+    _build_and_save(cfg, 'mmdet', ckpt)
+    return dict(
+        cfg=cfg,
+        ckpt=ckpt,
+        root=root,
+        names=names,
+        tmp=tmp,
+        val_dir=osp.join(root, paths['val_img_dir']))
+
+
+@pytest.mark.timeout(300)
+def test_detection_png_json_equal_test_py(coco_fvit, tmp_path, repo_root,
+                                          subprocess_env, monkeypatch, capsys):
+    cfg, ckpt = coco_fvit['cfg'], coco_fvit['ckpt']
+    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                   str(tmp_path / 'work'), subprocess_env, repo_root,
+                   '--cfg-options', 'test_dataloader.batch_size=1')
+    assert len(ref) == 2
+    out = tmp_path / 'out'
+    _infer(repo_root, monkeypatch, capsys, coco_fvit['val_dir'], cfg, ckpt,
+           '--out', out, '--score-thr', '0')
+    records = _records(str(out))
+    assert sorted(records) == sorted(ref)
+    for name, record in records.items():
+        want = ref[name]['pred_instances']
+        inst = record['instances']
+        assert len(inst) == len(want['scores']) > 0
+        assert [i['bbox'] for i in inst] == want['bboxes'].tolist()
+        assert [i['score'] for i in inst] == want['scores'].tolist()
+        assert [i['label'] for i in inst] == want['labels'].tolist()
+        assert [i['cls'] for i in inst
+                ] == [coco_fvit['names'][i] for i in want['labels'].tolist()]
+        assert cv2.imread(record['png']) is not None
+
+
+TINY_CLIP = dict(
+    embed_dim=16,
+    vision_cfg=dict(
+        image_size=32, layers=1, width=32, head_width=16, patch_size=16),
+    text_cfg=dict(
+        context_length=77, vocab_size=49408, width=32, heads=2, layers=1))
+
+
+@pytest.fixture(scope='module')
+def tiny_clip(coco_fvit, repo_root):
+    """A random-init open_clip model (16-d joint space, F-ViT's width in
+    the tiny config) saved as a user's weights file, and the F-ViT's COCO
+    embeddings dumped with its text tower by the dump tool (so the sidecar
+    records the text model)."""
+    import open_clip
+    tmp = coco_fvit['tmp']
+    model_cfg = tmp / 'tiny-clip16.json'
+    model_cfg.write_text(json.dumps(TINY_CLIP))
+    open_clip.add_model_config(str(model_cfg))
+    torch.manual_seed(0)
+    model = open_clip.create_model('tiny-clip16', pretrained=None).eval()
+    emb_dir = tmp / 'emb'
+    emb_dir.mkdir()
+    weights = str(emb_dir / 'tiny-clip16.bin')
+    torch.save(model.state_dict(), weights)
+    dump = _tool(repo_root, 'tools/misc/dump_text_embeddings.py', 'dump_te')
+
+    def run_dump(names, out):
+        names_file = tmp / (osp.basename(out) + '.txt')
+        names_file.write_text('\n'.join(names) + '\n')
+        argv = [
+            'dump', '--names',
+            str(names_file), '--model-config',
+            str(model_cfg), '--pretrained', weights, '--background', out
+        ]
+        old, sys.argv = sys.argv, argv
+        try:
+            dump.main()
+        finally:
+            sys.argv = old
+        return np.load(out)
+
+    emb = str(emb_dir / 'coco_tiny-clip.npy')
+    run_dump(coco_fvit['names'], emb)
+    cfg = tmp / 'fvit_recorded.py'
+    cfg.write_text(f'_base_ = {coco_fvit["cfg"]!r}\n'
+                   f'model = dict(roi_head=dict(bbox_head=dict('
+                   f'text_embeddings={emb!r})))\n')
+    return dict(
+        model_cfg=str(model_cfg),
+        weights=weights,
+        cfg=str(cfg),
+        run_dump=run_dump,
+        model=model)
+
+
+VOCAB = ['person', 'cat', 'remote control']
+
+
+@pytest.mark.timeout(300)
+def test_classes_at_run_time_real_open_clip(coco_fvit, tiny_clip, tmp_path,
+                                            repo_root, monkeypatch, capsys):
+    from mmlocat.apis import MMLocatInferencer, vocabulary
+    cache = tmp_path / 'cache'
+    out = tmp_path / 'out'
+    printed = _infer(repo_root, monkeypatch, capsys, coco_fvit['val_dir'],
+                     tiny_clip['cfg'], coco_fvit['ckpt'], '--out', out,
+                     '--classes', ', '.join(VOCAB) + ',', '--score-thr', '0',
+                     '--text-model-config', tiny_clip['model_cfg'],
+                     '--vocab-cache', cache)
+    assert '2 image(s) written' in printed.out
+    records = _records(str(out))
+    assert len(records) == 2
+    labelled = [i['cls'] for r in records.values() for i in r['instances']]
+    assert labelled and set(labelled) <= set(VOCAB)
+    for record in records.values():
+        assert record['classes'] == VOCAB
+        assert all(0 <= i['label'] < 3 for i in record['instances'])
+
+    # the head's classifier (and with it the CLIP score fusion) holds the
+    # dump tool's embeddings of the typed names; OV-COCO's base 'person'
+    # keeps alpha, the others are novel (beta)
+    want = tiny_clip['run_dump'](VOCAB, str(tmp_path / 'ref.npy'))
+
+    def no_encoder(*args):
+        raise AssertionError('the cached vocabulary was encoded again')
+
+    monkeypatch.setattr(vocabulary, 'open_clip_encoder', no_encoder)
+    inferencer = MMLocatInferencer(
+        tiny_clip['cfg'],
+        coco_fvit['ckpt'],
+        classes=VOCAB,
+        text_model_config=tiny_clip['model_cfg'],
+        vocab_cache=str(cache))
+    head = inferencer.model.roi_head.bbox_head
+    assert head.class_names == VOCAB == inferencer.classes
+    np.testing.assert_allclose(
+        head.classifier_weights().numpy(), want, atol=1e-6, rtol=0)
+    assert head.is_base.tolist() == [True, False, False, True]
+    fused = head.vlm_scores(torch.from_numpy(want[:3]))
+    assert fused.shape == (3, 4)  # 3 typed classes + background
+    assert fused.argmax(1).tolist() == [0, 1, 2]
+
+
+@pytest.mark.timeout(300)
+def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
+                           monkeypatch, capsys):
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    img = coco_fvit['val_dir']
+    cases = (
+        ([img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes',
+          ' , '], 'empty vocabulary'),
+        # random embeddings without a recorded text model
+        ([img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes',
+          'cat'], 'pass --text-model'),
+        ([
+            img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes', 'cat',
+            '--text-model', 'tiny-clip16'
+        ], 'pass --text-weights'),
+        ([
+            img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes', 'cat',
+            '--text-model-config', tiny_clip['model_cfg'], '--text-weights',
+            coco_fvit['ckpt']
+        ], 'has sha256'),
+    )
+    for argv, message in cases:
+        monkeypatch.setattr(sys, 'argv',
+                            ['infer.py'] + [str(a) for a in argv] +
+                            ['--vocab-cache', str(tmp_path)])
+        with pytest.raises(SystemExit) as exc:
+            run_cli('infer.py', tool.main)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith('infer.py: error:') and message in err, err
+
+
+def test_class_names_of_another_label_space_are_not_used():
+    from mmlocat.apis.inferencer import ClassificationHandler
+
+    class Head:
+        num_classes = 3
+
+    class Model:
+        head = Head()
+
+    handler = ClassificationHandler.__new__(ClassificationHandler)
+    handler.model = Model()
+    handler.meta = dict(classes=['a', 'b', 'c'])
+    assert handler.classes == ['a', 'b', 'c']
+    handler.meta = dict(classes=[str(i) for i in range(1000)])
+    assert handler.classes is None

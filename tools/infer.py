@@ -1,0 +1,103 @@
+"""Run a trained model on your own images: PNG pictures and JSON.
+
+    python tools/infer.py IMAGE_OR_FOLDER CONFIG CHECKPOINT [--out DIR]
+
+The task comes from the config: classification (top-5 bars), segmentation
+(class-coloured mask with a legend, and the raw label map), open-vocabulary
+detection (boxes with labels and scores). ``--classes "cat, remote
+control"`` (or a .txt / .json file of names) makes an F-ViT detector find
+those classes: their CLIP text embeddings are computed with the detector's
+own text tower (recorded in the embedding file's sidecar or the CLIP
+checkpoint's meta; ``--text-model`` / ``--text-weights`` otherwise) and
+cached. Images that cannot be read are named, skipped and counted. See
+``mmlocat.apis.MMLocatInferencer`` for the same from Python.
+"""
+import argparse
+import sys
+
+from mmengine.config import DictAction
+
+import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+from mmlocat.apis import MMLocatInferencer
+from mmlocat.utils.checkpoint_io import run_cli
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('inputs', nargs='+', help='image files or folders')
+    parser.add_argument('config', help='model config')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--out', default='outputs', help='output folder (PNG + JSON)')
+    parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
+    parser.add_argument(
+        '--classes',
+        help='open-vocabulary detection: class names separated by commas, '
+        'or a .txt (one a line) / .json file of names')
+    parser.add_argument(
+        '--text-model',
+        help='open_clip model name of the CLIP text tower (when neither the '
+        'embedding sidecar nor the checkpoint records it)')
+    parser.add_argument(
+        '--text-weights',
+        help='weights file of that text tower (when the recorded one is not '
+        'found)')
+    parser.add_argument(
+        '--text-model-config',
+        help='open_clip model-config JSON to register (its stem is the '
+        'model name)')
+    parser.add_argument(
+        '--vocab-cache',
+        help='cache folder of vocabulary embeddings (default '
+        '$MMLOCAT_CACHE/vocabulary, ~/.cache/mmlocat/vocabulary)')
+    parser.add_argument(
+        '--topk', type=int, default=5, help='classification: classes shown')
+    parser.add_argument(
+        '--score-thr',
+        type=float,
+        default=0.3,
+        help='detection: boxes drawn from this score (the JSON has all)')
+    parser.add_argument(
+        '--alpha', type=float, default=0.5, help='segmentation mask opacity')
+    parser.add_argument(
+        '--allow-partial-checkpoint',
+        action='store_true',
+        help='run even if the checkpoint leaves model weights random')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings of the config, key=value pairs')
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    inferencer = MMLocatInferencer(
+        args.config,
+        args.checkpoint,
+        device=args.device,
+        classes=args.classes,
+        text_model=args.text_model,
+        text_weights=args.text_weights,
+        text_model_config=args.text_model_config,
+        vocab_cache=args.vocab_cache,
+        cfg_options=args.cfg_options,
+        allow_partial_checkpoint=args.allow_partial_checkpoint,
+        topk=args.topk,
+        score_thr=args.score_thr,
+        alpha=args.alpha)
+    result = inferencer(args.inputs, out_dir=args.out, show_progress=True)
+    for record in result['predictions']:
+        print(record['png'])
+    skipped = result['skipped']
+    for record in skipped:
+        print(
+            f'infer.py: skipped {record["image"]}: {record["reason"]}',
+            file=sys.stderr)
+    print(f'infer.py: {len(result["predictions"])} image(s) written to '
+          f'{args.out}, {len(skipped)} skipped')
+
+
+if __name__ == '__main__':
+    run_cli('infer.py', main)
