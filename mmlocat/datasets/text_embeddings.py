@@ -25,11 +25,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 __all__ = [
-    'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES', 'SINGLE_TEMPLATE',
-    'TEMPLATE_SETS', 'BACKGROUND', 'sidecar_path', 'fvit_prompts',
-    'plain_prompts', 'build_class_embeddings', 'save_text_embeddings',
-    'load_text_embeddings', 'read_class_names', 'read_text_model',
-    'resolve_class_names', 'names_from_annotations'
+    'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES',
+    'IMAGENET_TEMPLATES', 'SINGLE_TEMPLATE', 'TEMPLATE_SETS', 'BACKGROUND',
+    'sidecar_path', 'fvit_prompts', 'plain_prompts', 'build_class_embeddings',
+    'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
+    'read_text_model', 'resolve_class_names', 'names_from_annotations',
+    'config_class_names'
 ]
 
 BACKGROUND = 'background'
@@ -97,11 +98,25 @@ FVIT_TEMPLATES = (
     'the plushie {}.', 'a cartoon {}.', 'the cartoon {}.',
     'an embroidered {}.', 'the embroidered {}.', 'a painting of the {}.',
     'a painting of a {}.')
+# CLIP's full ImageNet prompt set (the 80 of CLIP's zero-shot notebook, the
+# set MaskCLIP and the zero-shot segmentation literature use): the first 62
+# of ``CLIP_TEMPLATES`` then 18 more.
+IMAGENET_TEMPLATES = CLIP_TEMPLATES[:62] + (
+    'a plushie {}.', 'a photo of the nice {}.', 'a photo of the small {}.',
+    'a photo of the weird {}.', 'the cartoon {}.', 'art of the {}.',
+    'a drawing of the {}.', 'a photo of the large {}.',
+    'a black and white photo of a {}.', 'the plushie {}.',
+    'a dark photo of a {}.', 'itap of a {}.', 'graffiti of the {}.',
+    'a toy {}.', 'itap of my {}.', 'a photo of a cool {}.',
+    'a photo of a small {}.', 'a tattoo of the {}.')
 # The default prompt set: F-ViT's.
 PROMPT_TEMPLATES = FVIT_TEMPLATES
 SINGLE_TEMPLATE = ('a photo of a {}.', )
 TEMPLATE_SETS = dict(
-    fvit=FVIT_TEMPLATES, clip=CLIP_TEMPLATES, single=SINGLE_TEMPLATE)
+    fvit=FVIT_TEMPLATES,
+    clip=CLIP_TEMPLATES,
+    imagenet80=IMAGENET_TEMPLATES,
+    single=SINGLE_TEMPLATE)
 PROMPT_STYLES = ('fvit', 'plain')
 
 
@@ -345,3 +360,33 @@ def names_from_annotations(ann: dict) -> Tuple[List[str], List[str]]:
     else:
         base = list(names)
     return names, base
+
+
+def config_class_names(cfg) -> List[str]:
+    """The classes a zero-shot segmentation config's embedding file must
+    hold: its test dataset's ``metainfo['classes']`` (the config's
+    ``metainfo`` or the registered dataset's ``METAINFO``), in label order,
+    without the background class when the model has a ``bg_thresh``.
+
+    Args:
+        cfg: An mmengine ``Config`` with ``test_dataloader`` and ``model``.
+    """
+    import importlib
+    dataset = cfg.test_dataloader.dataset
+    classes = (dataset.get('metainfo') or {}).get('classes')
+    if classes is None:
+        # the host's own registry (e.g. mmseg's) finds its unprefixed types
+        scope = cfg.get('default_scope', 'mmengine')
+        registry = importlib.import_module(f'{scope}.registry').DATASETS
+        dataset_cls = registry.get(dataset['type'])
+        if dataset_cls is None or 'classes' not in getattr(
+                dataset_cls, 'METAINFO', {}):
+            raise ValueError(f'the test dataset {dataset["type"]!r} of the '
+                             'config has no classes in its metainfo')
+        classes = dataset_cls.METAINFO['classes']
+    classes = list(classes)
+    model = cfg.get('model', {})
+    if model.get('bg_thresh') is not None:
+        background = model.get('background_class', BACKGROUND)
+        classes = [c for c in classes if c != background]
+    return classes

@@ -6,6 +6,7 @@ settings, JSON is dumped with a fixed layout and nothing records the time.
 import json
 import os
 import os.path as osp
+import xml.etree.ElementTree as ET
 from typing import Any, Sequence, Tuple
 
 import numpy as np
@@ -13,7 +14,7 @@ from PIL import Image
 
 __all__ = [
     'image_rng', 'save_jpg', 'save_png', 'dump_json', 'evenly_spaced',
-    'check_sizes'
+    'check_sizes', 'add_voc_object'
 ]
 
 # Index of each split in the per-image seed, so that image i of a split is
@@ -74,3 +75,19 @@ def check_sizes(num_train: int, num_val: int,
     if len(img_size) != 2 or min(img_size) < 16:
         raise ValueError(f'img_size must be (h, w) >= 16, got {img_size}')
     return int(img_size[0]), int(img_size[1])
+
+
+def add_voc_object(root: ET.Element, name: str, box: Sequence[int],
+                   **fields: str) -> None:
+    """Append a PASCAL-VOC ``<object>`` (``name``, extra ``fields`` such as
+    ``difficult``, then ``<bndbox>``) to ``root``; ``box`` is half-open
+    0-based ``x1, y1, x2, y2``, written 1-based inclusive as VOC does."""
+    obj = ET.SubElement(root, 'object')
+    ET.SubElement(obj, 'name').text = name
+    for tag, text in fields.items():
+        ET.SubElement(obj, tag).text = text
+    bndbox = ET.SubElement(obj, 'bndbox')
+    x1, y1, x2, y2 = (int(v) for v in box)
+    for tag, v in (('xmin', x1 + 1), ('ymin', y1 + 1), ('xmax', x2), ('ymax',
+                                                                      y2)):
+        ET.SubElement(bndbox, tag).text = str(v)

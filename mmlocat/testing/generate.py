@@ -18,11 +18,14 @@ from .common import dump_json
 from .imagenet_writer import IMAGENET_OWNED, write_imagenet
 from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
                           write_ade20k, write_coco_stuff, write_pascal_context)
+from .voc_cityscapes_writers import (CITYSCAPES_OWNED, VOC_OWNED,
+                                     write_cityscapes, write_pascal_voc)
 
 __all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'generate']
 
 DATASET_KINDS = ('ade20k', 'coco_stuff', 'pascal_context', 'coco', 'lvis',
-                 'imagenet', 'captions')
+                 'imagenet', 'captions', 'pascal_voc', 'cityscapes',
+                 'coco_object')
 
 # Sub-folder of a common root per kind, mirroring the ``data/`` layout the
 # upstream configs assume (``data/ade/ADEChallengeData2016``,
@@ -35,7 +38,10 @@ DEFAULT_SUBDIRS = dict(
     coco='coco',
     lvis='lvis_v1',
     imagenet='imagenet',
-    captions='captions')
+    captions='captions',
+    pascal_voc='voc',
+    cityscapes='cityscapes',
+    coco_object='coco')
 
 # Bump when the output of any writer changes, to invalidate old stamps.
 GENERATOR_VERSION = 1
@@ -52,6 +58,10 @@ def _writer(kind: str):
         return write_imagenet, IMAGENET_OWNED
     if kind == 'captions':
         return write_captions, CAPTIONS_OWNED
+    if kind == 'pascal_voc':
+        return write_pascal_voc, VOC_OWNED
+    if kind == 'cityscapes':
+        return write_cityscapes, CITYSCAPES_OWNED
     # The detection writers need pycocotools; import them only when used.
     if kind == 'coco':
         from .coco_writer import COCO_OWNED, write_coco
@@ -59,6 +69,9 @@ def _writer(kind: str):
     if kind == 'lvis':
         from .lvis_writer import LVIS_OWNED, write_lvis
         return write_lvis, LVIS_OWNED
+    if kind == 'coco_object':
+        from .coco_object_writer import COCO_OBJECT_OWNED, write_coco_object
+        return write_coco_object, COCO_OBJECT_OWNED
     raise ValueError(
         f'unknown dataset kind {kind!r}; choose from {DATASET_KINDS}')
 

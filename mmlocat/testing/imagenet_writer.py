@@ -23,7 +23,7 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 
-from .common import check_sizes, image_rng, save_jpg
+from .common import add_voc_object, check_sizes, image_rng, save_jpg
 from .shapes import Scene, draw_scene
 
 __all__ = ['IMAGENET_OWNED', 'imagenet_wnids', 'write_imagenet']
@@ -74,17 +74,9 @@ def _loc_xml(stem: str, hw: Tuple[int, int], wnid: str,
     ET.SubElement(size, 'height').text = str(hw[0])
     ET.SubElement(size, 'depth').text = '3'
     ET.SubElement(root, 'segmented').text = '0'
-    for x1, y1, x2, y2 in boxes.astype(int).tolist():
-        obj = ET.SubElement(root, 'object')
-        ET.SubElement(obj, 'name').text = wnid
-        ET.SubElement(obj, 'pose').text = 'Unspecified'
-        ET.SubElement(obj, 'truncated').text = '0'
-        ET.SubElement(obj, 'difficult').text = '0'
-        box = ET.SubElement(obj, 'bndbox')
-        # Half-open 0-based -> 1-based inclusive (PASCAL VOC).
-        for tag, v in (('xmin', x1 + 1), ('ymin', y1 + 1), ('xmax', x2),
-                       ('ymax', y2)):
-            ET.SubElement(box, tag).text = str(v)
+    for box in boxes.astype(int).tolist():
+        add_voc_object(
+            root, wnid, box, pose='Unspecified', truncated='0', difficult='0')
     return ET.tostring(root, encoding='utf-8')
 
 

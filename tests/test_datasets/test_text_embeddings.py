@@ -197,3 +197,15 @@ def test_names_from_annotations_and_resolve(tmp_path):
     assert resolve_class_names(str(ann)) == ['a', 'b', 'c']
     with pytest.raises(ValueError, match='neither'):
         resolve_class_names('NoSuchDataset')
+
+
+def test_imagenet80_templates_are_open_clips():
+    """The 80-prompt set is CLIP's ImageNet list as open_clip ships it."""
+    from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES
+
+    from mmlocat.datasets.text_embeddings import (IMAGENET_TEMPLATES,
+                                                  TEMPLATE_SETS)
+    assert TEMPLATE_SETS['imagenet80'] is IMAGENET_TEMPLATES
+    assert list(IMAGENET_TEMPLATES) == [
+        t('{}') for t in OPENAI_IMAGENET_TEMPLATES
+    ]

@@ -156,9 +156,12 @@ def test_pib_and_corloc_imagenet_loc(tmp_path, repo_root, subprocess_env):
     _random_checkpoint(config, ckpt)
     metrics = _test_tool(repo_root, config, ckpt, tmp_path / 'work',
                          subprocess_env)
+    # two batches: CorLoc also reports the evaluator's images/s
     assert set(metrics) == {
-        'pib/PiB', 'pib/num_images', 'corloc/CorLoc', 'corloc/num_images'
+        'pib/PiB', 'pib/num_images', 'corloc/CorLoc', 'corloc/num_images',
+        'corloc/images_per_s'
     }
+    assert metrics['corloc/images_per_s'] > 0
     assert metrics['pib/num_images'] == 3  # 'c' has two boxes: filtered
     assert metrics['corloc/num_images'] == 3
     assert 0 <= metrics['pib/PiB'] <= 1
@@ -180,6 +183,9 @@ def test_corloc_coco_boxes(tmp_path, repo_root, subprocess_env):
     _random_checkpoint(config, ckpt)
     metrics = _test_tool(repo_root, config, ckpt, tmp_path / 'work',
                          subprocess_env)
-    assert set(metrics) == {'corloc/CorLoc', 'corloc/num_images'}
+    assert set(metrics) == {
+        'corloc/CorLoc', 'corloc/num_images', 'corloc/images_per_s'
+    }
+    assert metrics['corloc/images_per_s'] > 0
     assert metrics['corloc/num_images'] == 4  # every image, full resolution
     assert 0 <= metrics['corloc/CorLoc'] <= 1

@@ -136,3 +136,28 @@ def test_bad_inputs():
                 gt_bboxes=np.zeros((1, 4)),
                 img_shape=(64, 64))
         ])
+
+
+def test_images_per_second_from_process_times(monkeypatch):
+    """Images after the first batch over the first-to-last batch time."""
+    from mmlocat.evaluation.metrics import corloc as corloc_module
+    clock = iter([10.0, 12.0, 14.0])
+    monkeypatch.setattr(corloc_module.time, 'perf_counter',
+                        lambda: next(clock))
+    metric = corloc_module.CorLoc(patch_size=16)
+    sample = dict(
+        patch_score=np.zeros((2, 2)), gt_bboxes=np.array([[0, 0, 8, 8.]]))
+    metric.process({}, [sample, sample])  # t = 10: not counted
+    metric.process({}, [sample, sample])  # t = 12
+    metric.process({}, [sample])  # t = 14
+    res = metric.compute_metrics(metric.results)
+    assert res['images_per_s'] == pytest.approx(3 / 4.)
+    one = corloc_module.CorLoc(patch_size=16)
+    one.results = metric.results[:2]  # a single batch: no speed
+    assert 'images_per_s' not in one.compute_metrics(one.results)
+    # Two ranks: per-rank rates add up.
+    rows = [
+        dict(hit=True, time=t, rank=r)
+        for r, t in [(0, 0.), (0, 1.), (1, 5.), (1, 5.5), (1, 6.)]
+    ]
+    assert corloc_module.images_per_second(rows) == pytest.approx(1 + 2)

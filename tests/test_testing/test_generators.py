@@ -403,7 +403,7 @@ def test_refuses_foreign_files_and_bad_args(tmp_path):
     with pytest.raises(FileExistsError, match='not written by generate'):
         generate('coco_stuff', str(tmp_path), 2, 1, SIZE)
     with pytest.raises(ValueError, match='unknown dataset kind'):
-        generate('cityscapes', str(tmp_path / 'x'))
+        generate('kitti', str(tmp_path / 'x'))
     with pytest.raises(ValueError, match='num_train'):
         generate('ade20k', str(tmp_path / 'y'), 0, 1, SIZE)
     with pytest.raises(ValueError, match='img_size'):

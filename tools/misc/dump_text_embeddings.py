@@ -1,14 +1,16 @@
-"""Write CLIP text embeddings of a dataset's classes for F-ViT heads.
+"""Write CLIP text embeddings of a dataset's classes (F-ViT heads,
+zero-shot segmentation).
 
 Each class name fills F-ViT's 63 prompt templates with its article and
 "This is " rules (``--templates clip --prompt-style plain`` for CLIP's
-ImageNet set); the CLIP text tower (open_clip, with weights you supply)
-encodes them; the L2-normalised prompt embeddings are averaged and
-normalised again. Writes ``OUT.npy`` (``(C[+1], D)``), ``OUT.json`` (the
-class names, row by row, and the text model: open_clip name, weights file
-and its sha256, which F-ViT compares with its backbone checkpoint's) and,
-with ``--ann-file``, ``OUT.base.json`` (the base classes: OV-COCO
-``split == 'base'`` or LVIS frequent + common)::
+ImageNet set, ``--templates imagenet80 --prompt-style plain`` for the 80
+prompts of zero-shot segmentation); the CLIP text tower (open_clip, with
+weights you supply) encodes them; the L2-normalised prompt embeddings are
+averaged and normalised again. Writes ``OUT.npy`` (``(C[+1], D)``),
+``OUT.json`` (the class names, row by row, and the text model: open_clip
+name, weights file and its sha256, which F-ViT compares with its backbone
+checkpoint's) and, with ``--ann-file``, ``OUT.base.json`` (the base
+classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
 
     python tools/misc/dump_text_embeddings.py \
         --ann-file data/coco/annotations/instances_val2017_all_2.json \
@@ -16,14 +18,17 @@ with ``--ann-file``, ``OUT.base.json`` (the base classes: OV-COCO
         --background data/coco/embeddings/ov-coco_clip-vit-b16.npy
 
 Names are taken in category-id order, which is the label order of mmdet's
-``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one name
-a line) gives them explicitly instead. ``--model-config FILE`` registers an
-open_clip model-config JSON (its file stem is the model name) for models
-open_clip does not ship.
+``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one
+name a line) gives them explicitly instead; ``--seg-config CONFIG`` takes
+those of a zero-shot segmentation config's test dataset (configs/last).
+``--model-config FILE`` registers an open_clip model-config JSON (its file
+stem is the model name) for models open_clip does not ship.
 """
 import argparse
 import json
 import os.path as osp
+
+from mmengine.config import Config
 
 from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
 from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
@@ -40,6 +45,10 @@ def parse_args():
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument('--ann-file', help='COCO/LVIS-format annotation json')
     src.add_argument('--names', help='class-name list (.json or .txt)')
+    src.add_argument(
+        '--seg-config',
+        help='zero-shot segmentation config: its test dataset\'s classes '
+        '(without background when the model has bg_thresh)')
     parser.add_argument('--model', default='ViT-B-16', help='open_clip arch')
     parser.add_argument(
         '--model-config',
@@ -57,7 +66,8 @@ def parse_args():
         '--templates',
         choices=sorted(TEMPLATE_SETS),
         default='fvit',
-        help="prompt set: F-ViT's 63 (default), CLIP's ImageNet 63 or the "
+        help="prompt set: F-ViT's 63 (default), CLIP's ImageNet 63, CLIP's "
+        'full ImageNet 80 (imagenet80, zero-shot segmentation) or the '
         'single "a photo of a {}."')
     parser.add_argument(
         '--prompt-style',
@@ -75,6 +85,10 @@ def main():
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
             names, base = names_from_annotations(json.load(f))
+    elif args.seg_config:
+        import mmlocat  # noqa: F401  (registers mmlocat's datasets)
+        from mmlocat.datasets.text_embeddings import config_class_names
+        names = config_class_names(Config.fromfile(args.seg_config))
     else:
         names = read_class_names(args.names)
     model_name = args.model

@@ -1,5 +1,9 @@
 from .gaug_stats_hook import GAugStatsHook
 from .ov_label_space_hook import OVLabelSpaceHook
 from .rng_state_hook import RNGStateHook
+from .zero_shot_class_hook import ZeroShotClassCheckHook
 
-__all__ = ['GAugStatsHook', 'OVLabelSpaceHook', 'RNGStateHook']
+__all__ = [
+    'GAugStatsHook', 'OVLabelSpaceHook', 'RNGStateHook',
+    'ZeroShotClassCheckHook'
+]

@@ -1,10 +1,14 @@
 from mmlocat.utils.hosts import is_installed
+from .coarse_seg import CoarseSegIoU
 from .corloc import CorLoc
 from .pib import PointInBox
 from .retrieval import RetrievalRecall
 from .zero_shot import ZeroShotAccuracy
 
-__all__ = ['PointInBox', 'CorLoc', 'ZeroShotAccuracy', 'RetrievalRecall']
+__all__ = [
+    'PointInBox', 'CorLoc', 'CoarseSegIoU', 'ZeroShotAccuracy',
+    'RetrievalRecall'
+]
 
 # mmdet's LVIS metric wrapper needs mmdet (and lvis at evaluation time).
 if is_installed('mmdet'):

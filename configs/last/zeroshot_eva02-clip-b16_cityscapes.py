@@ -1,0 +1,6 @@
+# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP B/16,
+# Cityscapes. Protocol: configs/last/README.md.
+_base_ = [
+    './_base_/zeroshot_eva02-clip-b16.py', './_base_/zeroshot_cityscapes.py'
+]
+model = dict(text_embeddings='data/embeddings/cityscapes_eva02-clip-b16.npy')

@@ -1,0 +1,6 @@
+# Zero-shot seg., OpenAI CLIP ViT-B/16 with LaSt weights, VOC20:
+# the baseline config but for the checkpoint.
+_base_ = './zeroshot_clip-b16_voc20.py'
+model = dict(
+    backbone=dict(
+        init_cfg=dict(checkpoint='checkpoints/last-clip-vit-b16_mmlocat.pth')))

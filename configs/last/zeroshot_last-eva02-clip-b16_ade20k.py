@@ -1,0 +1,7 @@
+# Zero-shot seg., EVA02-CLIP B/16 with LaSt weights, ADE20K:
+# the baseline config but for the checkpoint.
+_base_ = './zeroshot_eva02-clip-b16_ade20k.py'
+model = dict(
+    backbone=dict(
+        init_cfg=dict(
+            checkpoint='checkpoints/last-eva02-clip-b16_mmlocat.pth')))

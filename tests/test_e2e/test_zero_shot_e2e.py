@@ -1,0 +1,184 @@
+"""End to end: zero-shot segmentation configs through the user's tools.
+
+Generated VOC and COCO-Object data in their real layouts; the text
+embeddings are written by ``tools/misc/dump_text_embeddings.py
+--seg-config`` with a random-init open_clip model (tiny custom config); the
+shipped configs are derived with a tiny CLIP tower and evaluated by
+``tools/test.py`` (mmseg's ``IoUMetric`` prints mIoU). Embeddings of
+another class order stop the run before the first batch.
+"""
+import importlib.util
+import json
+import os.path as osp
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from mmlocat.testing import generate
+
+TINY_CLIP = dict(
+    embed_dim=24,
+    quick_gelu=True,
+    vision_cfg=dict(
+        image_size=32, layers=2, width=32, head_width=16, patch_size=8),
+    text_cfg=dict(
+        context_length=77, vocab_size=49408, width=32, heads=2, layers=1))
+
+CONFIG = """
+_base_ = [{base!r}]
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=32, num_layers=2, num_heads=2,
+                  feedforward_channels=128, output_dims=24),
+        img_size=32, patch_size=8, init_cfg=None),
+    text_embeddings={emb!r},
+    test_cfg=dict(crop_size=(32, 32), stride=(16, 16)))
+test_dataloader = dict(
+    num_workers=0, persistent_workers=False,
+    dataset=dict(data_root={root!r}, {prefix}
+                 pipeline=[
+                     dict(type='LoadImageFromFile'),
+                     dict(type='Resize', scale=(2048, 40), keep_ratio=True),
+                     dict(type='LoadAnnotations'),
+                     dict(type='PackSegInputs')]))
+"""
+
+
+@pytest.fixture(scope='module')
+def open_clip_files(tmp_path_factory):
+    import open_clip
+    root = tmp_path_factory.mktemp('clip')
+    cfg = root / 'tiny-zs-e2e.json'
+    cfg.write_text(json.dumps(TINY_CLIP))
+    open_clip.add_model_config(str(cfg))
+    torch.manual_seed(0)
+    model = open_clip.create_model('tiny-zs-e2e', pretrained=None)
+    weights = root / 'tiny.bin'
+    torch.save(model.state_dict(), weights)
+    return str(cfg), str(weights)
+
+
+def _run(cmd, env, ok=True):
+    proc = subprocess.run(
+        [sys.executable] + cmd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300)
+    log = proc.stdout + proc.stderr
+    assert (proc.returncode == 0) == ok, log[-4000:]
+    return log
+
+
+def _derive(tmp_path, repo_root, leaf, root, emb, prefix=''):
+    config = tmp_path / 'tiny.py'
+    config.write_text(
+        CONFIG.format(
+            base=osp.join(repo_root, 'configs', 'last', leaf),
+            emb=emb,
+            root=root,
+            prefix=prefix))
+    return config
+
+
+def _dump_tool(repo_root):
+    path = osp.join(repo_root, 'tools/misc/dump_text_embeddings.py')
+    spec = importlib.util.spec_from_file_location('dump_text_emb_e2e', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _random_checkpoint(config, path):
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import MODELS
+
+    from mmlocat.utils.checkpoint_io import save_checkpoint
+    cfg = Config.fromfile(str(config))
+    init_default_scope('mmseg')
+    torch.manual_seed(0)
+    model = MODELS.build(cfg.model)
+    save_checkpoint(model.state_dict(), str(path))
+
+
+def _evaluate(tmp_path, repo_root, env, config, clip, monkeypatch):
+    # The dump tool runs in-process (its own tests cover the command line).
+    emb = str(tmp_path / 'emb.npy')
+    monkeypatch.setattr(sys, 'argv', [
+        'dump', '--seg-config',
+        str(config), '--model-config', clip[0], '--pretrained', clip[1],
+        '--templates', 'imagenet80', '--prompt-style', 'plain', emb
+    ])
+    _dump_tool(repo_root).main()
+    ckpt = tmp_path / 'random.pth'
+    _random_checkpoint(config, ckpt)
+    return _run([
+        osp.join(repo_root, 'tools/test.py'),
+        str(config),
+        str(ckpt), '--work-dir',
+        str(tmp_path / 'work')
+    ], env)
+
+
+@pytest.mark.timeout(300)
+def test_voc20(tmp_path, repo_root, subprocess_env, open_clip_files,
+               monkeypatch):
+    paths = generate('pascal_voc', str(tmp_path / 'data'), 1, 3, (40, 56))
+    config = _derive(tmp_path, repo_root, 'zeroshot_clip-b16_voc20.py',
+                     paths['data_root'], str(tmp_path / 'emb.npy'))
+    log = _evaluate(tmp_path, repo_root, subprocess_env, config,
+                    open_clip_files, monkeypatch)
+    miou = float(re.findall(r'mIoU: ([0-9.]+)', log)[-1])
+    assert 0 <= miou <= 100
+    # IoUMetric's table lists the 20 VOC20 classes, no background.
+    assert re.search(r'\|\s+aeroplane\s+\|', log)
+    assert not re.search(r'\|\s+background\s+\|', log)
+
+
+@pytest.mark.timeout(300)
+def test_coco_object_with_background(tmp_path, repo_root, subprocess_env,
+                                     open_clip_files, monkeypatch):
+    paths = generate('coco_object', str(tmp_path / 'data'), 1, 2, (40, 48))
+    prefix = (f"data_prefix=dict(img_path={paths['val_img_dir']!r}, "
+              f"seg_map_path={paths['val_seg_dir']!r}),")
+    config = _derive(tmp_path, repo_root,
+                     'zeroshot_last-clip-b16_coco-object.py',
+                     paths['data_root'], str(tmp_path / 'emb.npy'), prefix)
+    log = _evaluate(tmp_path, repo_root, subprocess_env, config,
+                    open_clip_files, monkeypatch)
+    assert 0 <= float(re.findall(r'mIoU: ([0-9.]+)', log)[-1]) <= 100
+    assert re.search(r'\|\s+background\s+\|', log)
+    names = json.load(open(tmp_path / 'emb.json'))['classes']
+    assert len(names) == 80 and 'background' not in names
+
+
+@pytest.mark.timeout(300)
+def test_embeddings_of_other_classes_stop_the_run(tmp_path, repo_root,
+                                                  subprocess_env):
+    from mmlocat.datasets.text_embeddings import save_text_embeddings
+    from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
+    paths = generate('pascal_voc', str(tmp_path / 'data'), 1, 1, (32, 32))
+    emb = str(tmp_path / 'emb.npy')
+    names = list(VOC_CLASSES)
+    names[3], names[4] = names[4], names[3]
+    rng = np.random.default_rng(0)
+    save_text_embeddings(emb, rng.normal(size=(20, 24)), names)
+    config = _derive(tmp_path, repo_root, 'zeroshot_clip-b16_voc20.py',
+                     paths['data_root'], emb)
+    ckpt = tmp_path / 'random.pth'
+    _random_checkpoint(config, ckpt)
+    log = _run([
+        osp.join(repo_root, 'tools/test.py'),
+        str(config),
+        str(ckpt), '--work-dir',
+        str(tmp_path / 'work')
+    ],
+               subprocess_env,
+               ok=False)
+    assert "different order (first difference at row 3: 'bottle'" in log
+    assert 'mIoU:' not in log

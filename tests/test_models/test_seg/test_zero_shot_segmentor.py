@@ -1,0 +1,394 @@
+"""mmlocat.ZeroShotSegmentor: metric path, features, inference, errors.
+
+* Oracle: a tiny real CLIPViT whose last-block output is overridden by a
+  forward hook with tokens that project exactly onto the ground truth's
+  class text embeddings scores 100 mIoU through mmseg's own
+  ``PascalVOCDataset`` and ``IoUMetric`` (VOC20, and VOC with background
+  through ``bg_thresh``).
+* A real open_clip model at random init (tiny custom config): the text
+  embeddings come from the dump tool, the image tower is converted with
+  ``convert_clip``, and the segmentor's patch logits equal open_clip's own
+  projected patch tokens against ``encode_text``.
+"""
+import importlib.util
+import json
+import os.path as osp
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from mmengine.dataset import pseudo_collate
+from mmengine.registry import init_default_scope
+
+import mmlocat  # noqa: F401
+from mmlocat.datasets.text_embeddings import save_text_embeddings
+from mmlocat.testing import generate
+from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
+
+EMBED, OUT = 32, 24
+TINY = dict(
+    embed_dims=EMBED,
+    num_layers=2,
+    num_heads=2,
+    feedforward_channels=64,
+    output_dims=OUT)
+
+
+def _tower(patch_size=1, img_size=32, **kwargs):
+    return dict(
+        type='mmlocat.CLIPViT',
+        arch=TINY,
+        img_size=img_size,
+        patch_size=patch_size,
+        act='gelu',
+        **kwargs)
+
+
+def _orthonormal(num, dims, seed=0):
+    q, _ = torch.linalg.qr(
+        torch.randn(dims, dims, generator=torch.Generator().manual_seed(seed)))
+    return q[:num]
+
+
+def _write_embeddings(path, names, rows):
+    save_text_embeddings(str(path), np.asarray(rows, np.float32), names)
+    return str(path)
+
+
+def _build(**kwargs):
+    from mmseg.registry import MODELS
+    init_default_scope('mmseg')
+    cfg = dict(
+        type='mmlocat.ZeroShotSegmentor',
+        data_preprocessor=dict(
+            type='SegDataPreProcessor',
+            mean=[122.7709, 116.7460, 104.0937],
+            std=[68.5005, 66.6322, 70.3232],
+            bgr_to_rgb=True),
+    )
+    cfg.update(kwargs)
+    cfg.setdefault('backbone', _tower())
+    torch.manual_seed(0)
+    model = MODELS.build(cfg)
+    model.init_weights()
+    return model.eval()
+
+
+@pytest.fixture(scope='module')
+def voc(tmp_path_factory):
+    root = tmp_path_factory.mktemp('voc')
+    return generate('pascal_voc', str(root), 1, 3, (32, 32), num_active=5)
+
+
+def _voc_dataset(voc, classes=None):
+    from mmseg.registry import DATASETS
+    init_default_scope('mmseg')
+    cfg = dict(
+        type='PascalVOCDataset',
+        data_root=voc['data_root'],
+        data_prefix=dict(img_path='JPEGImages', seg_map_path=voc['ann_dir']),
+        ann_file=voc['val_split'],
+        pipeline=[
+            dict(type='LoadImageFromFile'),
+            dict(type='LoadAnnotations'),
+            dict(type='PackSegInputs')
+        ])
+    if classes is not None:
+        cfg['metainfo'] = dict(classes=classes)
+    return DATASETS.build(cfg)
+
+
+def _planting_hook(model, text, state, background=None):
+    """Replace the tower's output by tokens whose projection is the text
+    embedding of each pixel's ground-truth class (``background`` where the
+    label is background, any class where it is ignored)."""
+    proj_inv = torch.linalg.pinv(model.backbone.proj.detach())
+
+    def hook(module, args, output):
+        rows = []
+        for sample in state['samples']:
+            gt = sample.gt_sem_seg.data[0].long()
+            if background is not None:
+                targets = torch.where(gt == 0, -1, gt - 1)
+            else:
+                targets = gt
+            targets = targets.clamp(max=len(text) - 1)
+            feats = text[targets.clamp(min=0)]
+            if background is not None:
+                feats[targets < 0] = background
+            rows.append((feats @ proj_inv).permute(2, 0, 1))
+        return (torch.stack(rows), )
+
+    return model.backbone.register_forward_hook(hook)
+
+
+def _evaluate(model, dataset, state):
+    from mmengine.evaluator import Evaluator
+    from mmseg.evaluation import IoUMetric
+    evaluator = Evaluator(IoUMetric(iou_metrics=['mIoU']))
+    evaluator.dataset_meta = dataset.metainfo
+    batch = pseudo_collate([dataset[i] for i in range(len(dataset))])
+    state['samples'] = batch['data_samples']
+    outputs = model.test_step(batch)
+    evaluator.process(outputs, batch)
+    return evaluator.evaluate(len(dataset))['mIoU'], outputs
+
+
+def test_oracle_voc20_scores_100(voc, tmp_path):
+    dataset = _voc_dataset(voc, classes=VOC_CLASSES)
+    text = _orthonormal(len(VOC_CLASSES), OUT)
+    path = _write_embeddings(tmp_path / 'voc20.npy', VOC_CLASSES, text)
+    model = _build(text_embeddings=path, classes=dataset.metainfo['classes'])
+    state = {}
+    handle = _planting_hook(model, text, state)
+    miou, outputs = _evaluate(model, dataset, state)
+    assert miou == 100.0
+    # The metric path can fail: shuffle the class order of the embeddings
+    # (same file layout) and the same oracle is far from 100.
+    shuffled = _write_embeddings(tmp_path / 'shuffled.npy', VOC_CLASSES,
+                                 text.roll(1, dims=0))
+    handle.remove()
+    model = _build(text_embeddings=shuffled)
+    _planting_hook(model, text, state)
+    assert _evaluate(model, dataset, state)[0] < 50
+    assert outputs[0].pred_sem_seg.shape == (32, 32)
+
+
+def test_oracle_with_background_threshold(voc, tmp_path):
+    dataset = _voc_dataset(voc)  # 21 classes, background first
+    assert dataset.metainfo['classes'][0] == 'background'
+    basis = _orthonormal(len(VOC_CLASSES) + 1, OUT)
+    text, background = basis[:-1], basis[-1]  # cos 0 with every class
+    path = _write_embeddings(tmp_path / 'voc.npy', VOC_CLASSES, text)
+    model = _build(
+        text_embeddings=path,
+        bg_thresh=0.5,
+        classes=dataset.metainfo['classes'])
+    assert model.num_classes == 21
+    state = {}
+    _planting_hook(model, text, state, background=background)
+    miou, outputs = _evaluate(model, dataset, state)
+    assert miou == 100.0
+    gt = outputs[0].gt_sem_seg.data
+    assert (gt == 0).any()  # the background class was really scored
+
+
+def _pointwise_hook(model):
+    """A tower output that is a fixed function of each input pixel, so that
+    sliding windows must reproduce the whole-image logits."""
+    mix = torch.randn(3, EMBED, generator=torch.Generator().manual_seed(3))
+
+    def hook(module, args, output):
+        return (torch.einsum('bchw,cd->bdhw', args[0], mix), )
+
+    return model.backbone.register_forward_hook(hook)
+
+
+def test_slide_inference_matches_whole(tmp_path):
+    names = ['a', 'b', 'c']
+    path = _write_embeddings(tmp_path / 'e.npy', names, _orthonormal(3, OUT))
+    whole = _build(text_embeddings=path)
+    slide = _build(
+        text_embeddings=path,
+        test_cfg=dict(mode='slide', crop_size=(16, 16), stride=(10, 10)))
+    _pointwise_hook(whole)
+    _pointwise_hook(slide)
+    x = torch.randn(2, 3, 36, 44, generator=torch.Generator().manual_seed(4))
+    metas = [dict(ori_shape=(36, 44), img_shape=(36, 44))] * 2
+    ref = whole.inference(x, metas)
+    out = slide.inference(x, [dict(m) for m in metas])
+    assert out.shape == (2, 3, 36, 44)
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=0)
+    # Whole-image logits are the scaled cosines, by hand.
+    feats = F.normalize(
+        torch.einsum(
+            'bchw,cd->bhwd', x,
+            torch.randn(3, EMBED, generator=torch.Generator().manual_seed(3)))
+        @ whole.backbone.proj.detach(),
+        dim=-1)
+    by_hand = 100 * torch.einsum('bhwd,cd->bchw', feats, whole.text_embeddings)
+    torch.testing.assert_close(ref, by_hand, atol=1e-4, rtol=0)
+
+
+def test_features_last_and_value_tap(tmp_path):
+    names = ['a', 'b']
+    path = _write_embeddings(tmp_path / 'e.npy', names, _orthonormal(2, OUT))
+    last = _build(text_embeddings=path, backbone=_tower(patch_size=8))
+    value = _build(
+        text_embeddings=path,
+        backbone=_tower(patch_size=8),
+        feature_tap='value')
+    value.load_state_dict(last.state_dict())
+    x = torch.randn(1, 3, 32, 40, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        scores = last.backbone.forward_with_scores(x)
+        ref = F.normalize(
+            last.backbone.embed_global(scores['featmap'].permute(0, 2, 3, 1)),
+            dim=-1).permute(0, 3, 1, 2)
+        torch.testing.assert_close(last.extract_feat(x), ref)
+        dense = value.backbone.forward_dense(x)[1]
+        torch.testing.assert_close(value.extract_feat(x), dense)
+        assert not torch.allclose(dense, ref, atol=1e-3)
+        logits = last.encode_decode(x, [])
+    assert logits.shape == (1, 2, 32, 40)
+    assert last.backbone.frozen and not last.backbone.training
+    assert not any(p.requires_grad for p in last.parameters())
+    with pytest.raises(NotImplementedError, match='training-free'):
+        last.loss(x, [])
+
+
+def _dump_tool(repo_root):
+    path = osp.join(repo_root, 'tools/misc/dump_text_embeddings.py')
+    spec = importlib.util.spec_from_file_location('dump_text_emb_zs', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_real_open_clip_model(tmp_path, repo_root, monkeypatch):
+    """Random-init open_clip (tiny config): embeddings by the dump tool,
+    image tower converted; patch logits = open_clip's own."""
+    import open_clip
+
+    from mmlocat.utils.converters import convert_clip
+    cfg = dict(
+        embed_dim=OUT,
+        quick_gelu=True,
+        vision_cfg=dict(
+            image_size=32, layers=2, width=EMBED, head_width=16, patch_size=8),
+        text_cfg=dict(
+            context_length=77, vocab_size=49408, width=32, heads=2, layers=1))
+    cfg_file = tmp_path / 'tiny-zs-clip.json'
+    cfg_file.write_text(json.dumps(cfg))
+    open_clip.add_model_config(str(cfg_file))
+    torch.manual_seed(0)
+    clip = open_clip.create_model('tiny-zs-clip', pretrained=None).eval()
+    weights = str(tmp_path / 'tiny.bin')
+    torch.save(clip.state_dict(), weights)
+    names = tmp_path / 'names.txt'
+    names.write_text('cat\ndog\nperson\n')
+    out = str(tmp_path / 'emb.npy')
+    monkeypatch.setattr(sys, 'argv', [
+        'dump', '--names',
+        str(names), '--model-config',
+        str(cfg_file), '--pretrained', weights, '--templates', 'imagenet80',
+        '--prompt-style', 'plain', out
+    ])
+    _dump_tool(repo_root).main()
+    model = _build(
+        text_embeddings=out,
+        backbone=dict(
+            type='mmlocat.CLIPViT',
+            arch=dict(TINY, feedforward_channels=4 * EMBED),
+            img_size=32,
+            patch_size=8,
+            act='quick_gelu'))
+    model.backbone.load_state_dict(convert_clip(clip.state_dict()))
+    x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(6))
+    tokenizer = open_clip.get_tokenizer('tiny-zs-clip')
+    from mmlocat.datasets.text_embeddings import IMAGENET_TEMPLATES
+    with torch.no_grad():
+        text = []
+        for name in ('cat', 'dog', 'person'):
+            t = F.normalize(
+                clip.encode_text(
+                    tokenizer([tpl.format(name)
+                               for tpl in IMAGENET_TEMPLATES])),
+                dim=-1).mean(0)
+            text.append(F.normalize(t, dim=0))
+        text = torch.stack(text)
+        clip.visual.output_tokens = True
+        _, tokens = clip.visual(x)
+        patches = F.normalize(tokens @ clip.visual.proj, dim=-1)
+        ref = 100 * (patches @ text.T).reshape(1, 4, 4, 3).permute(0, 3, 1, 2)
+        feats = model.extract_feat(x)
+        ours = 100 * torch.einsum('bdhw,cd->bchw', feats,
+                                  model.text_embeddings)
+    torch.testing.assert_close(ours, ref, atol=1e-4, rtol=0)
+
+
+def test_bad_inputs(tmp_path):
+    names = list(VOC_CLASSES)
+    path = _write_embeddings(tmp_path / 'e.npy', names, _orthonormal(20, OUT))
+    model = _build(text_embeddings=path)
+    swapped = names[:]
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    with pytest.raises(ValueError, match='different order.*row 0'):
+        model.check_classes(swapped)
+    with pytest.raises(ValueError, match='lists 20 classes, the dataset 19'):
+        model.check_classes(names[:-1])
+    with pytest.raises(ValueError, match='no bg_thresh'):
+        model.check_classes(['background'] + names)
+    with pytest.raises(ValueError, match='no bg_thresh'):
+        _build(text_embeddings=path, classes=['background'] + names)
+    with pytest.raises(ValueError, match='no .background. class'):
+        _build(text_embeddings=path, bg_thresh=0.5, classes=names)
+    with pytest.raises(ValueError, match='must be the first'):
+        _build(
+            text_embeddings=path,
+            bg_thresh=0.5,
+            classes=names + ['background'])
+    no_proj = dict(TINY, output_dims=None)
+    no_proj.pop('output_dims')
+    with pytest.raises(ValueError, match='no projection'):
+        _build(
+            text_embeddings=path,
+            backbone=dict(
+                type='mmlocat.CLIPViT', arch=no_proj, patch_size=8,
+                act='gelu'))
+    wrong_dims = _write_embeddings(tmp_path / 'w.npy', ['a', 'b'],
+                                   _orthonormal(2, 16))
+    with pytest.raises(ValueError, match='16-d embeddings.*24 dimensions'):
+        _build(text_embeddings=wrong_dims)
+    with_bg = _write_embeddings(tmp_path / 'bg.npy', ['a', 'background'],
+                                _orthonormal(2, OUT))
+    with pytest.raises(ValueError, match="'background' row"):
+        _build(text_embeddings=with_bg)
+    with pytest.raises(ValueError, match='feature_tap'):
+        _build(text_embeddings=path, feature_tap='qkv')
+    with pytest.raises(ValueError, match='bg_thresh is a probability'):
+        _build(text_embeddings=path, bg_thresh=1.5)
+    with pytest.raises(FileNotFoundError, match='missing.npy'):
+        _build(text_embeddings=str(tmp_path / 'missing.npy'))
+
+
+@pytest.mark.parametrize('tap', ['last', 'value'])
+def test_eva02_tower(tmp_path, tap):
+    """EVA02-CLIP towers work the same way (projection = ``head``)."""
+    path = _write_embeddings(tmp_path / 'e.npy', ['a', 'b'],
+                             _orthonormal(2, OUT))
+    model = _build(
+        text_embeddings=path,
+        feature_tap=tap,
+        backbone=dict(
+            type='mmlocat.EVA02CLIPViT',
+            arch=dict(TINY),
+            img_size=32,
+            patch_size=8))
+    x = torch.randn(1, 3, 32, 48, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        if tap == 'value':
+            ref = model.backbone.forward_dense(x)[1]
+        else:
+            featmap = model.backbone.forward_with_scores(x)['featmap']
+            ref = F.normalize(
+                model.backbone.head(featmap.permute(0, 2, 3, 1)),
+                dim=-1).permute(0, 3, 1, 2)
+        torch.testing.assert_close(model.extract_feat(x), ref)
+        assert model.predict(x)[0].pred_sem_seg.shape == (32, 48)
+
+
+def test_eva02_tower_without_head_is_refused(tmp_path):
+    path = _write_embeddings(tmp_path / 'e.npy', ['a', 'b'],
+                             _orthonormal(2, OUT))
+    arch = {k: v for k, v in TINY.items() if k != 'output_dims'}
+    with pytest.raises(ValueError, match='no projection to the text space'):
+        _build(
+            text_embeddings=path,
+            backbone=dict(
+                type='mmlocat.EVA02CLIPViT',
+                arch=arch,
+                img_size=32,
+                patch_size=8))

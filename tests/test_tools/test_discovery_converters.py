@@ -1,0 +1,95 @@
+"""tools/dataset_converters/coco20k.py and coco_object.py."""
+import json
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+
+from mmlocat.datasets.coco20k import make_coco20k
+
+
+def _coco(path, names):
+    images = [
+        dict(id=i + 1, file_name=n, height=8, width=8)
+        for i, n in enumerate(names)
+    ]
+    anns = [
+        dict(
+            id=1,
+            image_id=1,
+            category_id=1,
+            bbox=[0, 0, 4, 4],
+            iscrowd=0,
+            area=16.),
+        dict(
+            id=2,
+            image_id=2,
+            category_id=1,
+            bbox=[0, 0, 2, 2],
+            iscrowd=1,
+            area=4.),
+        dict(
+            id=3,
+            image_id=3,
+            category_id=1,
+            bbox=[1, 1, 2, 2],
+            iscrowd=0,
+            area=4.),
+    ]
+    path.write_text(
+        json.dumps(
+            dict(
+                images=images,
+                annotations=anns,
+                categories=[dict(id=1, name='person')])))
+    return str(path)
+
+
+def test_make_coco20k_keeps_listed_images(tmp_path):
+    ann = _coco(tmp_path / 'train.json', ['a.jpg', 'b.jpg', 'c.jpg'])
+    listed = tmp_path / 'list.txt'
+    listed.write_text('train2014/b.jpg\n\nc.jpg\n')
+    out = str(tmp_path / 'out' / 'coco20k.json')
+    summary = make_coco20k(ann, str(listed), out)
+    assert summary == dict(images=2, annotations=2, crowd=1)
+    data = json.load(open(out))
+    assert [i['file_name'] for i in data['images']] == ['b.jpg', 'c.jpg']
+    assert sorted(a['id'] for a in data['annotations']) == [2, 3]
+
+
+def test_make_coco20k_errors(tmp_path):
+    ann = _coco(tmp_path / 'train.json', ['a.jpg'])
+    listed = tmp_path / 'list.txt'
+    listed.write_text('a.jpg\nzz.jpg\n')
+    with pytest.raises(ValueError, match="1 images .* not in .*'zz.jpg'"):
+        make_coco20k(ann, str(listed), str(tmp_path / 'o.json'))
+    listed.write_text('a.jpg\na.jpg\n')
+    with pytest.raises(ValueError, match='twice'):
+        make_coco20k(ann, str(listed), str(tmp_path / 'o.json'))
+    listed.write_text('\n')
+    with pytest.raises(ValueError, match='lists no images'):
+        make_coco20k(ann, str(listed), str(tmp_path / 'o.json'))
+    with pytest.raises(FileNotFoundError, match='nope.txt'):
+        make_coco20k(ann, str(tmp_path / 'nope.txt'), str(tmp_path / 'o'))
+
+
+@pytest.mark.parametrize('tool', ['coco20k', 'coco_object'])
+def test_tools_report_bad_input_in_one_line(tmp_path, repo_root,
+                                            subprocess_env, tool):
+    missing = str(tmp_path / 'missing.json')
+    args = [missing, str(tmp_path / 'x.txt'), str(tmp_path / 'o.json')]
+    if tool == 'coco_object':
+        args = [missing, str(tmp_path / 'out')]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            osp.join(repo_root, 'tools', 'dataset_converters', tool + '.py')
+        ] + args,
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=120)
+    assert proc.returncode == 2
+    assert f'{tool}: error:' in proc.stderr and 'missing.json' in proc.stderr
+    assert 'Traceback' not in proc.stderr
