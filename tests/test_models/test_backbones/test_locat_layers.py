@@ -67,3 +67,20 @@ def test_gaug_cfg_errors():
         build_gaug_cfg(gaug_kernel='dense')
     with pytest.raises(ValueError, match='qk_scale'):
         GAugAttention(32, 2, (2, 2), qk_scale=0.5)
+
+
+def test_init_weights_initialises_gaug_as_the_host_parameters():
+    """init_weights (re)draws GAug's parameters, as it does the host's
+    position embedding: small truncated-normal weights, zero biases."""
+    model = LocAtViT(ARCH, img_size=32)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if '.gaug.' in name:
+                param.fill_(5.)
+    model.init_weights()
+    for layer in model.layers:
+        for linear in (layer.attn.gaug.log_var, layer.attn.gaug.log_alpha):
+            # trunc_normal_(std=.02): nothing left of the 5s
+            assert linear.weight.abs().max() < 0.2
+            assert 0.005 < linear.weight.std() < 0.05
+            assert (linear.bias == 0).all()

@@ -193,6 +193,12 @@ class GaussianAugment(nn.Module):
             nn.init.trunc_normal_(layer.weight, std=.02)
             nn.init.zeros_(layer.bias)
 
+    def init_weights(self) -> None:
+        """:meth:`reset_parameters`, called by the owning backbone's
+        ``init_weights`` (mmengine walks the children), so GAug is
+        (re)initialised there as every host parameter is."""
+        self.reset_parameters()
+
     def extra_repr(self) -> str:
         return (f'head_dims={self.head_dims}, grid_size={self.grid_size}, '
                 f'num_prefix_tokens={self.num_prefix_tokens}, '
