@@ -2,7 +2,7 @@
 # geometrically exact protocol of _base_/pib_in1k.py. Test only:
 #   python tools/test.py configs/last/pib_last-b_in1k.py CHECKPOINT
 # CHECKPOINT: the released torchvision weights converted with
-#   python tools/model_converters/lastvit2mmlocat.py SRC.pth CHECKPOINT.pth
+#   python tools/model_converters/last_vit2mmlocat.py SRC.pth CHECKPOINT.pth
 _base_ = ['./_base_/pib_in1k.py']
 
 # The same ViT-B/16 as mmlocat.LaStViT, scored against its LazyStrike token.

@@ -4,10 +4,11 @@ What is exported and how (see ``docs/deployment.md``):
 
 * the model's ``mode='tensor'`` output: classification logits (mmpretrain)
   or the decode head's segmentation logits at its own stride (mmseg);
-* GAug (LocAtViT) through its dense reference kernel (``gaug_impl='dense'``:
-  the bias as the SDPA mask), the same function as the default kernels to
-  float32 round-off; the chunked kernel's custom autograd function and
-  FlexAttention's compiled kernels have no ONNX form;
+* GAug (LocAtViT) through its dense reference kernel
+  (``gaug_cfg=dict(impl='dense')``: the bias as the SDPA mask), the same
+  function as the default kernels to float32 round-off; the chunked
+  kernel's custom autograd function and FlexAttention's compiled kernels
+  have no ONNX form;
 * LazyStrike (LaSt-ViT) with its channel FFT low-pass replaced by the equal
   real ``D x D`` matrix (:func:`lowpass_as_matmul`): ONNX has no complex
   tensors and torch's TorchScript exporter has no ``aten::fft_fft``;
@@ -70,9 +71,11 @@ def build_export_model(
                          f'segmentors (default_scope in {EXPORT_SCOPES}), not '
                          f'{scope!r}')
     backbone = cfg.model.backbone
-    if 'gaug_impl' in backbone or str(backbone.get('type',
-                                                   '')).endswith('LocAtViT'):
-        backbone['gaug_impl'] = 'dense'
+    if ('gaug_impl' in backbone or 'gaug_cfg' in backbone
+            or str(backbone.get('type', '')).endswith('LocAtViT')):
+        backbone.pop('gaug_impl', None)  # the deprecated alias of the key
+        backbone['gaug_cfg'] = dict(
+            backbone.get('gaug_cfg') or {}, impl='dense')
     init_default_scope(scope)
     model = MODELS.build(cfg.model)
     if checkpoint is not None:

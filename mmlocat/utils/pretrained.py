@@ -28,8 +28,8 @@ from .checkpoint_io import (LoadReport, load_state_dict_reported,
                             read_state_dict, strip_prefix, unwrap_state_dict)
 
 __all__ = [
-    'is_pretrained_cfg', 'read_checkpoint', 'select_prefix', 'load_pretrained',
-    'check_checkpoint_covers'
+    'pretrained_init_cfg', 'is_pretrained_cfg', 'read_checkpoint',
+    'select_prefix', 'load_pretrained', 'check_checkpoint_covers'
 ]
 
 _INIT_CFG_KEYS = ('type', 'checkpoint', 'prefix', 'map_location',
@@ -41,6 +41,25 @@ def _is_pretrained_type(init_type) -> bool:
     if isinstance(init_type, type):
         return init_type.__name__ == 'PretrainedInit'
     return str(init_type).split('.')[-1] == 'Pretrained'
+
+
+def pretrained_init_cfg(pretrained: Optional[str], init_cfg=None):
+    """``init_cfg``, or the one mmseg's ``pretrained=`` path stands for.
+
+    mmseg's segmentors inject ``backbone.pretrained``; every mmlocat
+    backbone turns it into ``dict(type='Pretrained', checkpoint=...)``
+    here, so it is loaded by :func:`load_pretrained` like any other.
+
+    Raises:
+        ValueError: If both are given.
+    """
+    if pretrained is None:
+        return init_cfg
+    if init_cfg is not None:
+        raise ValueError('give either pretrained or init_cfg, not both '
+                         f'(got pretrained={pretrained!r} and init_cfg='
+                         f'{init_cfg!r})')
+    return dict(type='Pretrained', checkpoint=pretrained)
 
 
 def is_pretrained_cfg(init_cfg) -> bool:

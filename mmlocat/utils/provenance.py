@@ -1,7 +1,7 @@
 """Where converted weights and text embeddings came from.
 
 A CLIP image tower (converted by ``tools/model_converters/clip2mmlocat.py``
-or ``eva2mmlocat.py``) and the class text embeddings of an F-ViT head
+or ``eva02_clip2mmlocat.py``) and the class text embeddings of an F-ViT head
 (``tools/misc/dump_text_embeddings.py``) must come from the same CLIP. Both
 tools record the open_clip model ``name`` and the ``sha256`` of the weights
 file they read: the converter in the checkpoint's ``meta['clip']``, the

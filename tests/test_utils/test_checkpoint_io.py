@@ -17,8 +17,8 @@ from safetensors.torch import save_file
 from mmlocat.utils.checkpoint_io import (read_state_dict, save_checkpoint,
                                          sniff_checkpoint)
 
-CONVERTERS = ('locat2mmlocat', 'lastvit2mmlocat', 'clip2mmlocat',
-              'eva2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')
+CONVERTERS = ('locat2mmlocat', 'last_vit2mmlocat', 'clip2mmlocat',
+              'eva02_clip2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')
 
 
 def converter_args(script: str) -> list:

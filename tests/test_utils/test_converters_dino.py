@@ -9,23 +9,11 @@ from timm.models.vision_transformer import VisionTransformer as TimmViT
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import LaStViT
+from mmlocat.testing.references import spec_lazy_strike
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
 from mmlocat.utils.converters import convert_dino
 
 ARCH = dict(embed_dims=48, num_layers=2, num_heads=3, feedforward_channels=96)
-
-
-def spec_lazy_strike(tokens, k=1):
-    """LazyStrike as spec/lastvit.md §1 states it (public-code defaults)."""
-    d = tokens.shape[-1]
-    pos = torch.arange(-d // 2 + 1, d // 2 + 1, dtype=torch.float32)
-    g = torch.exp(-0.5 * (pos / d**0.5)**2)
-    g = g / g.max()
-    freq = torch.fft.fftshift(torch.fft.fft(tokens, dim=-1), dim=-1)
-    x_hat = torch.fft.ifft(torch.fft.ifftshift(freq * g, dim=-1), dim=-1).real
-    score = tokens / (x_hat - tokens).abs()
-    index = score.argsort(dim=1, descending=True)[:, :k]
-    return torch.gather(tokens, 1, index).mean(1)
 
 
 @pytest.fixture(scope='module')

@@ -55,7 +55,7 @@ def run_job(job: dict) -> dict:
         img_size=job['size'],
         gaug=locat,
         prr=locat,
-        gaug_impl=job.get('impl', 'auto')).to(device)
+        gaug_cfg=dict(impl=job.get('impl', 'auto'))).to(device)
     model.train(train)
     x = torch.randn(job['batch'], 3, job['size'], job['size'], device=device)
     amp_dtype = dict(

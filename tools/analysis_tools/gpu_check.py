@@ -66,8 +66,9 @@ sys.path.insert(0,
 # isort: off
 from bench_utils import run_job  # noqa: E402
 from mmlocat.models.layers import (  # noqa: E402
-    GaussianAugment, flex_compile_stats, gaug_attention, gaug_flex,
+    GaussianAugment, flex_compile_stats, gaug_attention,
     set_flex_compile_budget)
+from mmlocat.models.layers.gaug import flex as gaug_flex  # noqa: E402
 # isort: on
 
 DTYPES = dict(fp32=None, bf16=torch.bfloat16, fp16=torch.float16)

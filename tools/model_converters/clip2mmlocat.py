@@ -61,7 +61,7 @@ def tower_record(args: argparse.Namespace) -> tuple:
         raise ValueError(
             f'{args.model or args.model_config} is a timm-based tower '
             f'({settings["timm_model_name"]}), not the OpenAI layout; use '
-            'tools/model_converters/eva2mmlocat.py')
+            'tools/model_converters/eva02_clip2mmlocat.py')
     name = args.model or osp.splitext(osp.basename(args.model_config))[0]
     return cfg, dict(clip_provenance(name, args.src), act=settings['act'])
 

@@ -1,37 +1,18 @@
-"""Convert a torchvision ViT (LaSt-ViT release) to an mmpretrain checkpoint.
+"""Deprecated name of ``last_vit2mmlocat.py`` (one stem per model).
 
-Usage:
-    python tools/model_converters/lastvit2mmlocat.py SRC DST
-
-The output loads into ``mmpretrain.ImageClassifier`` with an
-``mmlocat.LaStViT`` backbone and a ``VisionTransformerClsHead`` (e.g.
-``load_from=DST``).
+Same arguments: prints a deprecation message on stderr, then runs it.
 """
-import argparse
 import os.path as osp
+import runpy
+import sys
 
-from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
-                                         save_checkpoint)
-from mmlocat.utils.converters import convert_torchvision_vit
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description='torchvision ViT / LaSt-ViT weights to mmpretrain keys')
-    parser.add_argument('src', help='torchvision state dict (.pth)')
-    parser.add_argument('dst', help='output mmengine checkpoint')
-    return parser.parse_args()
-
-
-def main() -> None:
-    args = parse_args()
-    state_dict = convert_torchvision_vit(read_state_dict(args.src))
-    save_checkpoint(
-        state_dict,
-        args.dst,
-        meta=dict(source=osp.basename(args.src), converter='lastvit2mmlocat'))
-    print(f'saved {len(state_dict)} tensors to {args.dst}')
-
+NEW = 'last_vit2mmlocat.py'
 
 if __name__ == '__main__':
-    run_cli('lastvit2mmlocat', main)
+    print(
+        'lastvit2mmlocat.py is deprecated and will be removed; use '
+        f'tools/model_converters/{NEW} (same arguments)',
+        file=sys.stderr)
+    script = osp.join(osp.dirname(osp.abspath(__file__)), NEW)
+    sys.argv[0] = script
+    runpy.run_path(script, run_name='__main__')

@@ -30,7 +30,7 @@ model = dict(
         out_type='featmap',
         out_indices=(3, 5, 7, 11),
         frozen=True,
-        # clip2mmlocat / eva2mmlocat write the tower under 'backbone.'
+        # clip2mmlocat / eva02_clip2mmlocat write the tower under 'backbone.'
         init_cfg=dict(
             type='Pretrained',
             checkpoint='checkpoints/clip-vit-b16_mmlocat.pth',

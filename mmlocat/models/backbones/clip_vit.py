@@ -11,7 +11,7 @@ token is pooled after ``ln_post`` and then projected.
 """
 import copy
 import logging
-from typing import Dict, Optional, Tuple, Union
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -19,9 +19,9 @@ from mmengine.logging import print_log
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.pretrained import is_pretrained_cfg
+from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
 from mmlocat.utils.provenance import read_checkpoint_meta
-from .last_vit import LaStViT
+from .clip_tower import CLIPTower, clip_archs
 
 __all__ = ['CLIPViT']
 
@@ -46,7 +46,7 @@ def recorded_act(init_cfg) -> Optional[str]:
 
 
 @MODELS.register_module()
-class CLIPViT(LaStViT):
+class CLIPViT(CLIPTower):
     """OpenAI-CLIP vision transformer on mmpretrain's ViT, LaSt-ready.
 
     Parameter names are the mmpretrain ones (``pre_norm`` = ``ln_pre``,
@@ -80,22 +80,8 @@ class CLIPViT(LaStViT):
         **kwargs: Arguments of :class:`LaStViT` (``pooling``, ``topk``,
             ``topk_ratio``, ``frozen``, ``out_type``, ``out_indices``, ...).
     """
-    arch_zoo = {
-        **dict.fromkeys(['b', 'base'],
-                        dict(
-                            embed_dims=768,
-                            num_layers=12,
-                            num_heads=12,
-                            feedforward_channels=3072,
-                            output_dims=512)),
-        **dict.fromkeys(['l', 'large'],
-                        dict(
-                            embed_dims=1024,
-                            num_layers=24,
-                            num_heads=16,
-                            feedforward_channels=4096,
-                            output_dims=768)),
-    }
+    # The shared ViT-B / ViT-L sizes with CLIP's joint-space widths.
+    arch_zoo = clip_archs(b=dict(output_dims=512), l=dict(output_dims=768))
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -109,11 +95,9 @@ class CLIPViT(LaStViT):
                 raise ValueError(f'CLIPViT needs {key}=True')
         if act is None:
             # mmseg injects ``pretrained=``, turned into init_cfg by LaStViT
-            init_cfg = kwargs.get('init_cfg')
-            if kwargs.get('pretrained') is not None:
-                init_cfg = dict(
-                    type='Pretrained', checkpoint=kwargs['pretrained'])
-            act = recorded_act(init_cfg)
+            act = recorded_act(
+                pretrained_init_cfg(
+                    kwargs.get('pretrained'), kwargs.get('init_cfg')))
             if act is None:
                 act = 'quick_gelu'
                 print_log(
@@ -133,8 +117,7 @@ class CLIPViT(LaStViT):
         kwargs.update(pre_norm=True, final_norm=True, qkv_bias=True)
         super().__init__(
             arch=arch, norm_cfg=norm_cfg, layer_cfgs=layer_cfgs, **kwargs)
-        if output_dims is None:
-            output_dims = self.arch_settings.get('output_dims')
+        output_dims = self.output_dims_of(output_dims)
         if output_dims is not None:
             self.proj = nn.Parameter(
                 torch.randn(self.embed_dims, output_dims) *
@@ -145,18 +128,13 @@ class CLIPViT(LaStViT):
         self.act = act
         self._apply_frozen()
 
+    OUTPUT_HEAD = 'proj'
+
     def embed_global(self, token: Tensor) -> Tensor:
         """Project ``(..., C)`` tokens to the joint embedding space."""
         if self.proj is None:
             return token
         return token @ self.proj
-
-    def forward_with_scores(self, x: Tensor) -> Dict[str, Tensor]:
-        """As :meth:`LaStViT.forward_with_scores`, plus ``embedding``: the
-        projected global token."""
-        out = super().forward_with_scores(x)
-        out['embedding'] = self.embed_global(out['global_token'])
-        return out
 
     def init_weights(self) -> None:
         """As the parent, after checking the checkpoint's activation."""
@@ -188,67 +166,6 @@ class CLIPViT(LaStViT):
         value = F.linear(
             layer.ln1(tokens), qkv.weight[2 * channels:],
             None if qkv.bias is None else qkv.bias[2 * channels:])
-        attn_out = layer.attn.proj(value)
-        if hasattr(layer.attn, 'gamma1'):  # layer scale (identity in CLIP)
-            attn_out = layer.attn.gamma1(attn_out)
-        x = tokens + attn_out
+        # gamma1: the host attention's layer scale (identity in CLIP)
+        x = tokens + layer.attn.gamma1(layer.attn.proj(value))
         return layer.ffn(layer.ln2(x), identity=x)
-
-    def dense_embeddings(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
-        """``(B, D, h, w)`` unit-norm projected patch embeddings of the
-        value-path tokens: final norm, output projection, L2 norm."""
-        x = self.ln1(tokens)
-        patches = F.normalize(
-            self.embed_global(x[:, self.num_extra_tokens:]), dim=-1)
-        return patches.transpose(1, 2).reshape(patches.shape[0], -1, *hw)
-
-    def value_path_dense(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
-        """F-ViT's dense CLIP map from the tokens entering the last block.
-
-        :meth:`value_path_block`, then :meth:`dense_embeddings`.
-
-        Args:
-            tokens: ``(B, L, C)`` input of the last block (prefix tokens
-                first).
-            hw: Patch grid ``(h, w)``.
-
-        Returns:
-            ``(B, D, h, w)`` unit-norm patch embeddings.
-        """
-        return self.dense_embeddings(self.value_path_block(tokens), hw)
-
-    def forward_dense(
-            self,
-            x: Tensor,
-            value_path_tap: bool = False) -> Tuple[Tuple[Tensor, ...], Tensor]:
-        """:meth:`forward`'s outputs plus :meth:`value_path_dense`'s map,
-        from one pass through the network.
-
-        Args:
-            x: ``(B, 3, H, W)`` images.
-            value_path_tap: Output the last layer's tap as F-ViT does: the
-                value-path tokens (:meth:`value_path_block`) without the
-                final norm, instead of the ordinary last block + final norm.
-        """
-        last = len(self.layers) - 1
-        before_last = last - 1
-        if before_last < 0:
-            raise ValueError('the dense CLIP map needs at least 2 layers')
-        indices = set(self.out_indices) | {before_last}
-        if value_path_tap:
-            indices.discard(last)
-        indices = sorted(indices)
-        kept, hw = self._encode(x, indices)
-        by_index = dict(zip(indices, kept))
-        value_tokens = self.value_path_block(by_index[before_last])
-        if value_path_tap:
-            by_index[last] = value_tokens
-        outs = tuple(
-            self._format_output(by_index[i], hw) for i in self.out_indices)
-        return outs, self.dense_embeddings(value_tokens, hw)
-
-    def get_layer_depth(self, param_name: str, prefix: str = ''):
-        """Layer depth for layer-wise lr decay; ``proj`` is the last."""
-        if param_name == prefix + 'proj':
-            return self.num_layers + 1, self.num_layers + 2
-        return super().get_layer_depth(param_name, prefix)

@@ -10,26 +10,19 @@ embedding, no pre-norm, 2-D RoPE layers (:mod:`.eva02_clip_layers`), a final
 ``LayerNorm(eps=1e-6)`` and a linear ``head`` to the joint embedding space.
 The global token is pooled after the final norm and then projected.
 """
-import copy
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
-import numpy as np
-import torch
-from mmengine.model import ModuleList
-from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
-from .clip_vit import CLIPViT
+from .clip_tower import CLIPTower, clip_archs
 from .eva02_clip_layers import EVA02CLIPLayer, RopeTable, eva_rope_table
-from .last_vit import LaStViT
-from .vit_checks import check_input_batch, finite_checks_on
 
 __all__ = ['EVA02CLIPViT']
 
 
 @MODELS.register_module()
-class EVA02CLIPViT(LaStViT):
+class EVA02CLIPViT(CLIPTower):
     """EVA02-CLIP vision transformer on mmpretrain's ViT, LaSt-ready.
 
     Same interface as :class:`mmlocat.CLIPViT`: ``out_type='cls_token'``
@@ -72,26 +65,19 @@ class EVA02CLIPViT(LaStViT):
             ``topk_ratio``, ``frozen``, ``out_type``, ``out_indices``,
             ``init_cfg``, ...).
     """
-    arch_zoo = {
-        **dict.fromkeys(['b', 'base'],
-                        dict(
-                            embed_dims=768,
-                            num_layers=12,
-                            num_heads=12,
-                            feedforward_channels=2048,
-                            output_dims=512,
-                            patch_size=16,
-                            img_size=224)),
-        **dict.fromkeys(['l', 'large'],
-                        dict(
-                            embed_dims=1024,
-                            num_layers=24,
-                            num_heads=16,
-                            feedforward_channels=2730,
-                            output_dims=768,
-                            patch_size=14,
-                            img_size=336)),
-    }
+    # The shared ViT-B / ViT-L sizes with EVA's SwiGLU widths (2/3 of 4x,
+    # as released), joint-space widths and pre-training inputs.
+    arch_zoo = clip_archs(
+        b=dict(
+            feedforward_channels=2048,
+            output_dims=512,
+            patch_size=16,
+            img_size=224),
+        l=dict(
+            feedforward_channels=2730,
+            output_dims=768,
+            patch_size=14,
+            img_size=336))
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -130,35 +116,20 @@ class EVA02CLIPViT(LaStViT):
         self.rope_pt_seq_len = rope_pt_seq_len
         self.rope_theta = rope_theta
         # The parent built mmpretrain encoder layers; EVA's replace them.
-        if layer_cfgs is None:
-            layer_cfgs = dict()
-        if isinstance(layer_cfgs, dict):
-            layer_cfgs = [layer_cfgs] * self.num_layers
-        if len(layer_cfgs) != self.num_layers:
-            raise ValueError(f'{len(layer_cfgs)} layer_cfgs for '
-                             f'{self.num_layers} layers')
-        dpr = np.linspace(0, drop_path_rate, self.num_layers)
-        self.layers = ModuleList()
-        for i in range(self.num_layers):
-            cfg = dict(
-                embed_dims=self.embed_dims,
-                num_heads=self.num_heads,
-                feedforward_channels=self.
-                arch_settings['feedforward_channels'],
-                qkv_bias=qkv_bias,
-                sub_ln=sub_ln,
-                norm_cfg=copy.deepcopy(norm_cfg),
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
-                drop_path_rate=float(dpr[i]))
-            cfg.update(layer_cfgs[i])
-            self.layers.append(EVA02CLIPLayer(**cfg))
+        self.replace_layers(
+            EVA02CLIPLayer,
+            layer_cfgs,
+            drop_path_rate,
+            qkv_bias=qkv_bias,
+            sub_ln=sub_ln,
+            norm_cfg=norm_cfg,
+            drop_rate=drop_rate,
+            attn_drop_rate=attn_drop_rate)
         # Validate the RoPE settings once, at the pre-training grid.
         eva_rope_table(self.patch_resolution,
                        self.embed_dims // self.num_heads, rope_pt_seq_len,
                        rope_theta)
-        if output_dims is None:
-            output_dims = self.arch_settings.get('output_dims')
+        output_dims = self.output_dims_of(output_dims)
         self.head = (
             nn.Linear(self.embed_dims, output_dims)
             if output_dims is not None else None)
@@ -184,29 +155,11 @@ class EVA02CLIPViT(LaStViT):
                               self.rope_pt_seq_len, self.rope_theta,
                               ref.device)
 
-    def _encode(self, x: Tensor,
-                indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
-        """As :meth:`LaStViT._encode`, with RoPE for the input's grid."""
-        check_input_batch(x, finite_checks_on(self), type(self).__name__)
-        batch = x.shape[0]
-        x, hw = self.patch_embed(x)
-        x = torch.cat((self.cls_token.expand(batch, -1, -1), x), dim=1)
-        x = x + resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            hw,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
-        x = self.pre_norm(self.drop_after_pos(x))
-        rope = self.rope_table(hw, x)
-        kept = []
-        for i, layer in enumerate(self.layers):
-            x = layer(x, rope)
-            if i == len(self.layers) - 1:
-                x = self.ln1(x)
-            if i in indices:
-                kept.append(x)
-        return kept, hw
+    def layer_args(self, hw: Tuple[int, int], tokens: Tensor) -> tuple:
+        """EVA's blocks receive the RoPE table of the input's grid."""
+        return (self.rope_table(hw, tokens), )
+
+    OUTPUT_HEAD = 'head'
 
     def embed_global(self, token: Tensor) -> Tensor:
         """Project ``(..., C)`` tokens with ``head`` (joint space)."""
@@ -214,29 +167,9 @@ class EVA02CLIPViT(LaStViT):
             return token
         return self.head(token)
 
-    def forward_with_scores(self, x: Tensor) -> Dict[str, Tensor]:
-        """As :meth:`LaStViT.forward_with_scores`, plus ``embedding``: the
-        projected global token."""
-        out = super().forward_with_scores(x)
-        out['embedding'] = self.embed_global(out['global_token'])
-        return out
-
     def value_path_block(self, tokens: Tensor) -> Tensor:
         """The last layer with its attention replaced by the value path
         (``proj(sub_norm(v_proj(x)))``, no query-key mixing, so no RoPE),
         residuals and MLP kept, no final norm: CLIPSelf's
         ``forward_without_attn`` (https://arxiv.org/abs/2310.01403)."""
         return self.layers[-1].forward_value_path(tokens)
-
-    # F-ViT's dense map and one-pass taps as CLIPViT's: they only rely on
-    # ``_encode``, ``_format_output``, ``value_path_block``, ``ln1`` and
-    # ``embed_global``.
-    dense_embeddings = CLIPViT.dense_embeddings
-    value_path_dense = CLIPViT.value_path_dense
-    forward_dense = CLIPViT.forward_dense
-
-    def get_layer_depth(self, param_name: str, prefix: str = ''):
-        """Layer depth for layer-wise lr decay; ``head`` is the last."""
-        if param_name.startswith(prefix + 'head.'):
-            return self.num_layers + 1, self.num_layers + 2
-        return super().get_layer_depth(param_name, prefix)

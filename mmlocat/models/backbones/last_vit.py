@@ -7,26 +7,24 @@ parameter names (``layers.i.ln1``, ``attn.qkv``, ``ffn.layers.*``) and
 position-embedding resizing are the parent's and the model has no new
 parameters: only the global token changes.
 """
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
-import torch
-from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
-from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
-                         check_input_batch, finite_checks_on,
-                         validate_frozen_stages, validate_out_indices)
+from .vit_archs import VIT_ARCHS
+from .vit_base import TokenLoopViT
+from .vit_checks import check_arch_args, finite_checks_on
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
 
 
 @MODELS.register_module()
-class LaStViT(StrictPretrainedMixin, VisionTransformer):
+class LaStViT(TokenLoopViT):
     """Vision Transformer with LazyStrike pooling (LaSt-ViT).
 
     The CLS input token stays in the sequence, but with
@@ -37,8 +35,11 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
     in the parent.
 
     Args:
-        arch: Arch alias of the parent (e.g. ``'b'``, ``'deit-small'``) or a
-            dict with ``embed_dims``, ``num_layers``, ``num_heads`` and
+        arch: An alias of the shared table
+            (:data:`~mmlocat.models.backbones.vit_archs.VIT_ARCHS`: the
+            parent's, e.g. ``'b'``, ``'s'`` (ViT-S, 768-d, 8 layers),
+            ``'deit-small'``, plus ``'t'`` = ``'deit-tiny'``) or a dict
+            with ``embed_dims``, ``num_layers``, ``num_heads`` and
             ``feedforward_channels``.
         pooling: ``'lazy_strike'`` or ``'cls'`` (the plain ViT baseline with
             the same class, for A/B comparisons).
@@ -72,6 +73,7 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             ``out_indices`` must be increasing and unique, ``frozen_stages``
             at most the number of blocks.
     """
+    arch_zoo = VIT_ARCHS
     POOLINGS = ('lazy_strike', 'cls')
     SCORE_QUERIES = ('global', 'cls')
     POS_EMBED_RESAMPLES = ('host', 'dino')
@@ -103,19 +105,10 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             raise ValueError(
                 f'pos_embed_resample must be one of '
                 f'{self.POS_EMBED_RESAMPLES}, got {pos_embed_resample!r}')
-        if pretrained is not None:
-            if init_cfg is not None:
-                raise ValueError('give either pretrained or init_cfg, not '
-                                 'both')
-            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
-        num_layers = arch_num_layers(self.arch_zoo, arch)
-        if num_layers is not None:
-            kwargs['out_indices'] = validate_out_indices(
-                kwargs.get('out_indices', -1), num_layers)
-            validate_frozen_stages(kwargs.get('frozen_stages', -1), num_layers)
-        elif isinstance(kwargs.get('out_indices'), tuple):
-            # The parent rewrites negative indices in place.
-            kwargs['out_indices'] = list(kwargs['out_indices'])
+        init_cfg = pretrained_init_cfg(pretrained, init_cfg)
+        kwargs['out_indices'] = check_arch_args(
+            self.arch_zoo, arch, kwargs.get('out_indices', -1),
+            kwargs.get('frozen_stages', -1))
         super().__init__(arch=arch, init_cfg=init_cfg, **kwargs)
         self.pooling = pooling
         self.score_query = score_query
@@ -145,34 +138,13 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
         super().init_weights()
 
     def train(self, mode: bool = True) -> 'LaStViT':
-        """Set the train mode; a ``frozen`` backbone always stays in eval."""
+        """Set the train mode; a ``frozen`` backbone always stays in eval,
+        and so do the ``frozen_stages`` (as in mmpretrain's CNN backbones;
+        its ViT would put them back in train mode)."""
         super().train(mode and not self.frozen)
+        if mode and not self.frozen and self.frozen_stages > 0:
+            self._freeze_stages()
         return self
-
-    def _encode(self, x: Tensor,
-                indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
-        """Run the ViT and keep the tokens after the layers in ``indices``.
-
-        The final norm is applied after the last layer, as in the parent.
-
-        Returns:
-            The kept ``(B, L, C)`` token sequences and the patch grid.
-        """
-        check_input_batch(x, finite_checks_on(self), type(self).__name__)
-        batch = x.shape[0]
-        x, hw = self.patch_embed(x)
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(batch, -1, -1), x), dim=1)
-        x = x + self._pos_embed_for(tuple(hw))
-        x = self.pre_norm(self.drop_after_pos(x))
-        kept = []
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i == len(self.layers) - 1 and self.final_norm:
-                x = self.ln1(x)
-            if i in indices:
-                kept.append(x)
-        return kept, hw
 
     def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
         """The position embedding resampled to the patch grid ``hw``."""
@@ -180,17 +152,7 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             return dino_resample_pos_embed(self.pos_embed,
                                            self.patch_resolution, hw,
                                            self.num_extra_tokens)
-        return resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            hw,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
-
-    def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
-        """Return one output per ``out_indices`` entry, as the parent."""
-        tokens, hw = self._encode(x, self.out_indices)
-        return tuple(self._format_output(t, hw) for t in tokens)
+        return super()._pos_embed_for(hw)
 
     def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
         if self.out_type == 'cls_token':
@@ -225,7 +187,7 @@ class LaStViT(StrictPretrainedMixin, VisionTransformer):
             computed also for ``pooling='cls'`` to compare) and ``featmap``
             ``(B, C, h, w)`` (final-norm patch tokens).
         """
-        (tokens, ), hw = self._encode(x, [len(self.layers) - 1])
+        (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1])
         patches = tokens[:, self.num_extra_tokens:]
         check = finite_checks_on(self)
         result = self.lazy_strike(patches, check_finite=check)

@@ -1,27 +1,92 @@
-"""Encoder layer of LocAtViT: a ViT block whose attention adds GAug.
+"""Encoder layer of LocAtViT: mmpretrain's ViT block with GAug attention.
 
 `Locality-Attending Vision Transformer <https://arxiv.org/abs/2603.04892>`_
-(Hajimiri et al., ICLR 2026). Parameter names follow mmpretrain's
-``TransformerEncoderLayer`` (``ln1``, ``attn.qkv``, ``attn.proj``, ``ln2``,
-``ffn.layers.*``) so plain ViT/DeiT checkpoints load; the new parameters
-live under ``attn.gaug``. The patch grid is an argument of ``forward``.
+(Hajimiri et al., ICLR 2026). :class:`GAugAttention` is mmpretrain's
+``MultiheadAttention`` and :class:`LocAtEncoderLayer` its
+``TransformerEncoderLayer``; they override only what GAug changes: the
+attention kernel (which adds the bias), the extra ``attn.gaug`` module and
+the patch grid ``hw`` as an argument of ``forward``. Parameter names are
+the host's (``ln1``, ``attn.qkv``, ``attn.proj``, ``ln2``, ``ffn.layers.*``)
+so plain ViT/DeiT checkpoints load.
 """
+import warnings
 from typing import Optional, Sequence
 
 import torch
-from mmcv.cnn.bricks.drop import build_dropout
-from mmcv.cnn.bricks.transformer import FFN
-from mmengine.model import BaseModule
-from mmpretrain.models.utils import build_norm_layer
-from torch import nn
+from mmpretrain.models.backbones.vision_transformer import \
+    TransformerEncoderLayer
+from mmpretrain.models.utils import MultiheadAttention
 
-from ..layers.gaug import GAUG_IMPLS, GaussianAugment, gaug_attention
+from ..layers.gaug import (GAUG_IMPLS, GAUG_PRECISIONS, GaussianAugment,
+                           gaug_attention)
 
-__all__ = ['GAugAttention', 'LocAtEncoderLayer']
+__all__ = [
+    'GAUG_CFG_DEFAULTS', 'build_gaug_cfg', 'GAugAttention', 'LocAtEncoderLayer'
+]
+
+#: Keys of ``gaug_cfg`` and their defaults: ``clamp`` the distance terms
+#: (turn off to visualise), the kernel ``impl`` (one of
+#: :data:`~mmlocat.models.layers.GAUG_IMPLS`), the bias arithmetic
+#: ``precision`` ('fp32' or the public code's 'public') and the public
+#: code's approximate ``fast`` GAug (see
+#: :class:`~mmlocat.models.layers.GaussianAugment`).
+GAUG_CFG_DEFAULTS = dict(clamp=True, impl='auto', precision='fp32', fast=False)
 
 
-class GAugAttention(BaseModule):
-    """Multi-head self-attention with the Gaussian bias of LocAtViT.
+def build_gaug_cfg(gaug_cfg: Optional[dict] = None, **deprecated) -> dict:
+    """``gaug_cfg`` checked and completed with :data:`GAUG_CFG_DEFAULTS`.
+
+    Args:
+        gaug_cfg: Some of the keys of :data:`GAUG_CFG_DEFAULTS`.
+        **deprecated: The old per-option arguments (``gaug_clamp``,
+            ``gaug_impl``, ``gaug_precision``, ``gaug_fast``); ``None``
+            values are ignored, others warn and go into the dict.
+
+    Returns:
+        A new dict with every key.
+
+    Raises:
+        ValueError: On an unknown key, a bad value, an old argument that
+            contradicts ``gaug_cfg``, or a dense-only option ('public'
+            precision, fast GAug) with the chunked / flex kernel.
+    """
+    given = dict(gaug_cfg or {})
+    unknown = sorted(set(given) - set(GAUG_CFG_DEFAULTS))
+    if unknown:
+        raise ValueError(f'gaug_cfg has unknown keys {unknown}; valid: '
+                         f'{sorted(GAUG_CFG_DEFAULTS)}')
+    for name, value in deprecated.items():
+        key = name[len('gaug_'):]
+        if not name.startswith('gaug_') or key not in GAUG_CFG_DEFAULTS:
+            raise TypeError(f'unexpected argument {name!r}')
+        if value is None:
+            continue
+        warnings.warn(
+            f'{name}= is deprecated; use gaug_cfg=dict({key}={value!r})',
+            DeprecationWarning,
+            stacklevel=3)
+        if key in given and given[key] != value:
+            raise ValueError(f'{name}={value!r} contradicts gaug_cfg '
+                             f'{key}={given[key]!r}')
+        given[key] = value
+    cfg = {**GAUG_CFG_DEFAULTS, **given}
+    if cfg['impl'] not in GAUG_IMPLS:
+        raise ValueError(f'gaug_impl must be one of {GAUG_IMPLS} (the '
+                         f"'impl' of gaug_cfg), got {cfg['impl']!r}")
+    if cfg['precision'] not in GAUG_PRECISIONS:
+        raise ValueError(f'gaug_precision must be one of {GAUG_PRECISIONS} '
+                         f"(the 'precision' of gaug_cfg), got "
+                         f"{cfg['precision']!r}")
+    if cfg['impl'] in ('chunked', 'flex') and (cfg['precision'] == 'public'
+                                               or cfg['fast']):
+        raise ValueError(
+            "gaug precision='public' and fast=True need the dense GAug "
+            f"kernel; got impl={cfg['impl']!r} (use 'auto' or 'dense')")
+    return cfg
+
+
+class GAugAttention(MultiheadAttention):
+    """mmpretrain's multi-head self-attention plus the GAug bias.
 
     Args:
         embed_dims: Token channels.
@@ -29,21 +94,12 @@ class GAugAttention(BaseModule):
         grid_size: Patch grid at the training resolution (GAug constants).
         num_prefix_tokens: CLS + register tokens before the patches.
         gaug: Add the GAug bias; ``False`` gives plain attention.
-        gaug_clamp: Clamp the GAug distance terms (see
-            :class:`~mmlocat.models.layers.GaussianAugment`).
-        gaug_impl: GAug kernel: 'auto', 'dense' (reference), 'chunked' or
-            'flex' (see :func:`~mmlocat.models.layers.gaug_attention`).
-        gaug_precision: 'fp32' (default) or 'public' (the bias arithmetic
-            in the autocast dtype, as the public code; runs the dense
-            kernel).
-        gaug_fast: The public code's opt-in approximate fast GAug (see
-            :class:`~mmlocat.models.layers.GaussianAugment`); runs the dense
-            kernel while active.
-        attn_drop: Dropout on the attention weights.
-        proj_drop: Dropout after the output projection.
-        drop_path_rate: Stochastic depth of the attention branch.
-        qkv_bias: Bias in the qkv projection.
-        init_cfg: Initialisation config.
+        gaug_cfg: GAug options, see :data:`GAUG_CFG_DEFAULTS`.
+        **kwargs: ``MultiheadAttention`` arguments (``attn_drop``,
+            ``proj_drop``, ``dropout_layer``, ``qkv_bias``, ``proj_bias``,
+            ``layer_scale_init_value``, ``init_cfg``). ``input_dims``,
+            ``qk_scale`` and ``v_shortcut`` are refused: GAug's kernels
+            attend over ``embed_dims`` queries with the standard scale.
     """
 
     def __init__(self,
@@ -52,48 +108,28 @@ class GAugAttention(BaseModule):
                  grid_size: Sequence[int],
                  num_prefix_tokens: int = 1,
                  gaug: bool = True,
-                 gaug_clamp: bool = True,
-                 gaug_impl: str = 'auto',
-                 gaug_precision: str = 'fp32',
-                 gaug_fast: bool = False,
-                 attn_drop: float = 0.,
-                 proj_drop: float = 0.,
-                 drop_path_rate: float = 0.,
-                 qkv_bias: bool = True,
-                 init_cfg: Optional[dict] = None) -> None:
-        super().__init__(init_cfg=init_cfg)
+                 gaug_cfg: Optional[dict] = None,
+                 **kwargs) -> None:
         if embed_dims % num_heads:
             raise ValueError(f'embed_dims {embed_dims} is not divisible by '
                              f'num_heads {num_heads}')
-        self.embed_dims = embed_dims
-        self.num_heads = num_heads
-        self.head_dims = embed_dims // num_heads
-        if gaug_impl not in GAUG_IMPLS:
-            raise ValueError(f'gaug_impl must be one of {GAUG_IMPLS}, got '
-                             f'{gaug_impl!r}')
-        if gaug_impl in ('chunked', 'flex') and (gaug_precision == 'public'
-                                                 or gaug_fast):
-            raise ValueError(
-                f"gaug_precision='public' and gaug_fast need the dense GAug "
-                f"kernel; got gaug_impl={gaug_impl!r} (use 'auto' or 'dense')")
-        self.gaug_impl = gaug_impl
-        self.attn_drop = attn_drop
-        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
-        self.proj_drop = nn.Dropout(proj_drop)
-        self.out_drop = build_dropout(
-            dict(type='DropPath', drop_prob=drop_path_rate))
+        for key in ('input_dims', 'qk_scale', 'v_shortcut'):
+            if kwargs.get(key):
+                raise ValueError(f'GAugAttention does not support {key}')
+        self.gaug_cfg = build_gaug_cfg(gaug_cfg)
+        super().__init__(embed_dims, num_heads, **kwargs)
+        self.gaug_impl = self.gaug_cfg['impl']
         self.gaug = GaussianAugment(
             self.head_dims,
             grid_size,
             num_prefix_tokens=num_prefix_tokens,
-            clamp=gaug_clamp,
-            precision=gaug_precision,
-            fast=gaug_fast) if gaug else None
+            clamp=self.gaug_cfg['clamp'],
+            precision=self.gaug_cfg['precision'],
+            fast=self.gaug_cfg['fast']) if gaug else None
 
     def forward(self, x: torch.Tensor, hw: Sequence[int]) -> torch.Tensor:
         """Attend over tokens (B, N, C) laid out on the patch grid ``hw``."""
-        b, n, c = x.shape
+        b, n, _ = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dims)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         drop = self.attn_drop if self.training else 0.
@@ -101,13 +137,12 @@ class GAugAttention(BaseModule):
         if self.gaug is not None and self.gaug.needs_dense:
             impl = 'dense'
         x = gaug_attention(q, k, v, self.gaug, hw, attn_drop_p=drop, impl=impl)
-        x = x.transpose(1, 2).reshape(b, n, c)
-        x = self.proj_drop(self.proj(x))
-        return self.out_drop(x)
+        x = self.proj(x.transpose(1, 2).reshape(b, n, self.embed_dims))
+        return self.out_drop(self.gamma1(self.proj_drop(x)))
 
 
-class LocAtEncoderLayer(BaseModule):
-    """Pre-norm ViT block with :class:`GAugAttention`.
+class LocAtEncoderLayer(TransformerEncoderLayer):
+    """mmpretrain's pre-norm ViT block with :class:`GAugAttention`.
 
     Args:
         embed_dims: Token channels.
@@ -116,17 +151,13 @@ class LocAtEncoderLayer(BaseModule):
         grid_size: Patch grid at the training resolution.
         num_prefix_tokens: CLS + register tokens before the patches.
         gaug: Add the GAug bias.
-        gaug_clamp: Clamp the GAug distance terms.
-        gaug_impl: GAug kernel ('auto', 'dense', 'chunked', 'flex').
-        gaug_precision: GAug arithmetic, 'fp32' or 'public'.
-        gaug_fast: The public code's opt-in fast GAug.
-        drop_rate: Dropout after the projections / in the MLP.
-        attn_drop_rate: Dropout on the attention weights.
-        drop_path_rate: Stochastic depth rate.
-        qkv_bias: Bias in the qkv projection.
-        act_cfg: MLP activation (exact GELU by default).
-        norm_cfg: Norm layers (LayerNorm, eps 1e-6 by default).
-        init_cfg: Initialisation config.
+        gaug_cfg: GAug options, see :data:`GAUG_CFG_DEFAULTS`.
+        norm_cfg: Norm layers (LayerNorm, eps 1e-6 by default, as timm's
+            ViT and the public LocAtViT).
+        **kwargs: The other ``TransformerEncoderLayer`` arguments
+            (``layer_scale_init_value``, ``drop_rate``, ``attn_drop_rate``,
+            ``drop_path_rate``, ``num_fcs``, ``qkv_bias``, ``ffn_type``,
+            ``act_cfg``, ``init_cfg``), with the host's meaning.
     """
 
     def __init__(self,
@@ -136,59 +167,29 @@ class LocAtEncoderLayer(BaseModule):
                  grid_size: Sequence[int],
                  num_prefix_tokens: int = 1,
                  gaug: bool = True,
-                 gaug_clamp: bool = True,
-                 gaug_impl: str = 'auto',
-                 gaug_precision: str = 'fp32',
-                 gaug_fast: bool = False,
-                 drop_rate: float = 0.,
-                 attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.,
-                 qkv_bias: bool = True,
-                 act_cfg: dict = dict(type='GELU'),
+                 gaug_cfg: Optional[dict] = None,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 init_cfg: Optional[dict] = None) -> None:
-        super().__init__(init_cfg=init_cfg)
-        self.embed_dims = embed_dims
-        self.ln1 = build_norm_layer(norm_cfg, embed_dims)
+                 **kwargs) -> None:
+        super().__init__(
+            embed_dims,
+            num_heads,
+            feedforward_channels,
+            norm_cfg=norm_cfg,
+            **kwargs)
+        # The one change to the host block: the attention adds GAug.
         self.attn = GAugAttention(
             embed_dims,
             num_heads,
             grid_size,
             num_prefix_tokens=num_prefix_tokens,
             gaug=gaug,
-            gaug_clamp=gaug_clamp,
-            gaug_impl=gaug_impl,
-            gaug_precision=gaug_precision,
-            gaug_fast=gaug_fast,
-            attn_drop=attn_drop_rate,
-            proj_drop=drop_rate,
-            drop_path_rate=drop_path_rate,
-            qkv_bias=qkv_bias)
-        self.ln2 = build_norm_layer(norm_cfg, embed_dims)
-        self.ffn = FFN(
-            embed_dims=embed_dims,
-            feedforward_channels=feedforward_channels,
-            num_fcs=2,
-            ffn_drop=drop_rate,
-            dropout_layer=dict(type='DropPath', drop_prob=drop_path_rate),
-            act_cfg=act_cfg)
-
-    @property
-    def norm1(self) -> nn.Module:
-        return self.ln1
-
-    @property
-    def norm2(self) -> nn.Module:
-        return self.ln2
-
-    def init_weights(self) -> None:
-        super().init_weights()
-        # Same MLP initialisation as mmpretrain's ViT layer, so LocAtViT
-        # and its plain-ViT twin start from the same distribution.
-        for m in self.ffn.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.xavier_uniform_(m.weight)
-                nn.init.normal_(m.bias, std=1e-6)
+            gaug_cfg=gaug_cfg,
+            attn_drop=kwargs.get('attn_drop_rate', 0.),
+            proj_drop=kwargs.get('drop_rate', 0.),
+            dropout_layer=dict(
+                type='DropPath', drop_prob=kwargs.get('drop_path_rate', 0.)),
+            qkv_bias=kwargs.get('qkv_bias', True),
+            layer_scale_init_value=kwargs.get('layer_scale_init_value', 0.))
 
     def forward(self, x: torch.Tensor, hw: Sequence[int]) -> torch.Tensor:
         """Run the block on tokens (B, N, C) laid out on the grid ``hw``."""

@@ -10,23 +10,23 @@ Built on mmpretrain's :class:`VisionTransformer` the way ``ViTEVA02`` is.
 import math
 from typing import Optional, Sequence, Tuple, Union
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from mmengine.model import ModuleList
-from mmpretrain.models.backbones import VisionTransformer
 from torch import nn
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.pretrained import is_pretrained_cfg
+from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
 from ..layers.prr import PRR
-from .locat_layers import LocAtEncoderLayer
-from .vit_checks import (StrictPretrainedMixin, arch_num_layers,
-                         check_input_batch, finite_checks_on,
-                         validate_frozen_stages, validate_out_indices)
+from .locat_layers import LocAtEncoderLayer, build_gaug_cfg
+from .vit_archs import VIT_ARCHS, refuse_archs
+from .vit_base import TokenLoopViT
+from .vit_checks import check_arch_args
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
+
+# 's'/'small' meant DeiT-S here before; mmpretrain's is another network.
+REFUSED_ARCHS = ('s', 'small')
 
 
 def resample_abs_pos_embed(pos_embed: torch.Tensor,
@@ -77,7 +77,7 @@ def resample_abs_pos_embed(pos_embed: torch.Tensor,
 
 
 @MODELS.register_module()
-class LocAtViT(StrictPretrainedMixin, VisionTransformer):
+class LocAtViT(TokenLoopViT):
     """Locality-Attending Vision Transformer.
 
     A plain ViT plus GAug (a learnable Gaussian bias on the attention
@@ -85,9 +85,14 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
     the classification pooling).
 
     Args:
-        arch: 't'/'tiny', 's'/'small', 'b'/'base', 'l'/'large' or a dict
-            with ``embed_dims``, ``num_layers``, ``num_heads`` and
-            ``feedforward_channels``.
+        arch: An alias of the shared table
+            (:data:`~mmlocat.models.backbones.vit_archs.VIT_ARCHS`:
+            mmpretrain's, plus 't'/'tiny' = 'deit-tiny'), e.g. 't' (the
+            paper's LocAtViT-T), 'deit-small' (LocAtViT-S), 'b'/'base'
+            (LocAtViT-B), or a dict with ``embed_dims``, ``num_layers``,
+            ``num_heads`` and ``feedforward_channels``. 's'/'small' is
+            refused with a message (it meant DeiT-S here before but is
+            mmpretrain's 768-d, 8-layer ViT-S elsewhere).
         img_size: Training input size; fixes the position-embedding grid
             and the GAug constants (variance cap, eps, clamp).
         patch_size: Patch size.
@@ -101,20 +106,23 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
             block outputs (after the final norm for the last block).
         pooling: 'cls' (CLS token, final LayerNorm) or 'gap' (no CLS token,
             no final norm, LayerNorm after averaging the patch tokens, as
-            timm's ``global_pool='avg'``).
+            timm's ``global_pool='avg'``). ``None`` (default): 'cls', or
+            'gap' with ``with_cls_token=False`` (then with the host's
+            ``final_norm=True`` default).
         gaug: Gaussian-augmented attention in every block.
         prr: Patch representation refinement before pooling.
-        gaug_clamp: Clamp GAug's distance terms (turn off to visualise).
-        gaug_impl: GAug kernel, all exact: 'auto' (default: the fastest
-            for the device and grad mode), 'dense' (the reference, full
-            N x N bias), 'chunked' (query blocks, O(block * N) memory) or
-            'flex' (FlexAttention; no backward on CPU).
-        gaug_precision: GAug's bias arithmetic under autocast: 'fp32'
-            (default; stable) or 'public' (in the autocast dtype, e.g. fp16,
-            as the public code trained its checkpoints; dense kernel).
-        gaug_fast: The public code's approximate fast GAug (2x2-pooled
-            queries in training when the training grid has >= 32 rows);
-            opt-in, off by default; dense kernel while active.
+        gaug_cfg: GAug options, a dict with any of ``clamp`` (clamp the
+            distance terms; turn off to visualise), ``impl`` (the kernel,
+            all exact: 'auto' (default: the fastest for the device and grad
+            mode), 'dense' (the reference, full N x N bias), 'chunked'
+            (query blocks, O(block * N) memory) or 'flex' (FlexAttention; no
+            backward on CPU)), ``precision`` ('fp32', default and stable, or
+            'public': in the autocast dtype, e.g. fp16, as the public code
+            trained its checkpoints; dense kernel) and ``fast`` (the public
+            code's approximate fast GAug, 2x2-pooled queries in training
+            when the training grid has >= 32 rows; opt-in; dense kernel
+            while active). See
+            :data:`~mmlocat.models.backbones.locat_layers.GAUG_CFG_DEFAULTS`.
         num_register_tokens: Register tokens after the CLS token.
         use_pos_embed: Learned absolute position embedding (``False`` is the
             paper's no-position-embedding ablation).
@@ -123,14 +131,21 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
         drop_path_rate: Stochastic depth rate (linear over the blocks).
         qkv_bias: Bias in the qkv projections.
         norm_cfg: Norm layers.
-        final_norm: Final LayerNorm; defaults to ``pooling == 'cls'``.
+        final_norm: Final LayerNorm; defaults to ``pooling != 'gap'``.
+        with_cls_token: mmpretrain's argument: ``False`` builds no CLS
+            token (``pooling='gap'``); ``None`` follows ``pooling``.
         frozen_stages: Freeze the stem and this many blocks (-1: none;
-            at most the number of blocks).
+            at most the number of blocks); they stay in eval mode.
         interpolate_mode: Position-embedding resampling mode.
-        pos_embed_antialias: Antialias the resampling (timm behaviour).
+        pos_embed_antialias: Antialias the resampling (timm behaviour; the
+            host's ``resize_pos_embed`` is ``False``).
+        layer_scale_init_value: Layer scale of every block, as the host
+            (0: none).
         patch_cfg: Extra patch-embedding config. Inputs that are not a
             multiple of the patch size are padded (mmcv ``PatchEmbed``).
         layer_cfgs: Extra config for every (dict) or each (list) block.
+        pre_norm: LayerNorm before the blocks (and a bias-free patch
+            embedding), as the host.
         pretrained: Checkpoint path injected by mmseg; becomes
             ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
         init_cfg: Initialisation config. A ``Pretrained`` checkpoint is
@@ -139,37 +154,14 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
             parameters (``attn.gaug.*``) when the checkpoint has none (a
             plain ViT: GAug starts fresh). Converted checkpoints need
             ``prefix='backbone.'``.
+        gaug_clamp, gaug_impl, gaug_precision, gaug_fast: Deprecated
+            aliases of the ``gaug_cfg`` keys (a ``DeprecationWarning``).
+
+    Every argument of mmpretrain's ``VisionTransformer`` is accepted with
+    its meaning; GAug, PRR, ``pooling``, registers, ``use_pos_embed`` and
+    ``pos_embed_antialias`` are the additions.
     """
-    arch_zoo = {
-        **dict.fromkeys(
-            ['t', 'tiny'], {
-                'embed_dims': 192,
-                'num_layers': 12,
-                'num_heads': 3,
-                'feedforward_channels': 192 * 4
-            }),
-        **dict.fromkeys(
-            ['s', 'small'], {
-                'embed_dims': 384,
-                'num_layers': 12,
-                'num_heads': 6,
-                'feedforward_channels': 384 * 4
-            }),
-        **dict.fromkeys(
-            ['b', 'base'], {
-                'embed_dims': 768,
-                'num_layers': 12,
-                'num_heads': 12,
-                'feedforward_channels': 768 * 4
-            }),
-        **dict.fromkeys(
-            ['l', 'large'], {
-                'embed_dims': 1024,
-                'num_layers': 24,
-                'num_heads': 16,
-                'feedforward_channels': 1024 * 4
-            }),
-    }
+    arch_zoo = {k: v for k, v in VIT_ARCHS.items() if k not in REFUSED_ARCHS}
     POOLINGS = ('cls', 'gap')
     NEW_KEY_GROUPS = ('attn.gaug.', )
     #: NaN / inf check of the input batch (one host sync): None follows
@@ -183,13 +175,10 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
                  in_channels: int = 3,
                  out_indices: Union[int, Sequence[int]] = -1,
                  out_type: Optional[str] = None,
-                 pooling: str = 'cls',
+                 pooling: Optional[str] = None,
                  gaug: bool = True,
                  prr: bool = True,
-                 gaug_clamp: bool = True,
-                 gaug_impl: str = 'auto',
-                 gaug_precision: str = 'fp32',
-                 gaug_fast: bool = False,
+                 gaug_cfg: Optional[dict] = None,
                  num_register_tokens: int = 0,
                  use_pos_embed: bool = True,
                  drop_rate: float = 0.,
@@ -198,53 +187,70 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
                  qkv_bias: bool = True,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  final_norm: Optional[bool] = None,
+                 with_cls_token: Optional[bool] = None,
                  frozen_stages: int = -1,
                  interpolate_mode: str = 'bicubic',
                  pos_embed_antialias: bool = True,
+                 layer_scale_init_value: float = 0.,
                  patch_cfg: dict = dict(),
                  layer_cfgs: Union[dict, Sequence[dict]] = dict(),
+                 pre_norm: bool = False,
                  pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, list]] = None) -> None:
+                 init_cfg: Optional[Union[dict, list]] = None,
+                 gaug_clamp: Optional[bool] = None,
+                 gaug_impl: Optional[str] = None,
+                 gaug_precision: Optional[str] = None,
+                 gaug_fast: Optional[bool] = None) -> None:
+        refuse_archs(arch, REFUSED_ARCHS, type(self).__name__)
+        gaug_cfg = build_gaug_cfg(
+            gaug_cfg,
+            gaug_clamp=gaug_clamp,
+            gaug_impl=gaug_impl,
+            gaug_precision=gaug_precision,
+            gaug_fast=gaug_fast)
+        if pooling is None:
+            pooling = 'gap' if with_cls_token is False else 'cls'
+        elif final_norm is None:
+            final_norm = pooling == 'cls'  # timm's global_pool='avg'
         if pooling not in self.POOLINGS:
             raise ValueError(f'pooling must be one of {self.POOLINGS}, got '
                              f'{pooling!r}')
+        if with_cls_token is not None and with_cls_token != (pooling == 'cls'):
+            raise ValueError(
+                f'with_cls_token={with_cls_token} contradicts '
+                f"pooling={pooling!r} ('cls' pools the CLS token, 'gap' "
+                'builds none)')
         if out_type is None:
             out_type = 'cls_token' if pooling == 'cls' else 'avg_featmap'
         if pooling == 'gap' and out_type == 'cls_token':
-            raise ValueError("out_type='cls_token' needs a CLS token; with "
-                             "pooling='gap' use out_type='avg_featmap'")
+            raise ValueError(
+                "out_type='cls_token' needs a CLS token (with_cls_token must "
+                "be True when out_type='cls_token'); without one use "
+                "out_type='avg_featmap'")
         if num_register_tokens < 0:
             raise ValueError('num_register_tokens must be >= 0, got '
                              f'{num_register_tokens}')
-        if pretrained is not None:
-            if init_cfg is not None:
-                raise ValueError('give either `pretrained` or `init_cfg`, '
-                                 'not both')
-            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
-        if final_norm is None:
-            final_norm = pooling == 'cls'
-        num_layers = arch_num_layers(self.arch_zoo, arch)
-        if num_layers is not None:
-            out_indices = validate_out_indices(out_indices, num_layers)
-            validate_frozen_stages(frozen_stages, num_layers)
-        elif isinstance(out_indices, int):
-            out_indices = [out_indices]
+        init_cfg = pretrained_init_cfg(pretrained, init_cfg)
+        out_indices = check_arch_args(self.arch_zoo, arch, out_indices,
+                                      frozen_stages)
         super().__init__(
             arch=arch,
             img_size=img_size,
             patch_size=patch_size,
             in_channels=in_channels,
-            out_indices=list(out_indices),
+            out_indices=out_indices,
             drop_rate=drop_rate,
             drop_path_rate=drop_path_rate,
             qkv_bias=qkv_bias,
             norm_cfg=norm_cfg,
-            final_norm=final_norm,
+            final_norm=True if final_norm is None else final_norm,
             out_type=out_type,
             with_cls_token=pooling == 'cls',
             frozen_stages=-1,
             interpolate_mode=interpolate_mode,
+            layer_scale_init_value=layer_scale_init_value,
             patch_cfg=patch_cfg,
+            pre_norm=pre_norm,
             init_cfg=init_cfg)
         self.pooling = pooling
         self.num_heads = self.arch_settings['num_heads']
@@ -261,33 +267,19 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
             torch.zeros(1, self.num_extra_tokens + num_patches,
                         self.embed_dims)) if use_pos_embed else None
 
-        dpr = np.linspace(0, drop_path_rate, self.num_layers)
-        if isinstance(layer_cfgs, dict):
-            layer_cfgs = [layer_cfgs] * self.num_layers
-        if len(layer_cfgs) != self.num_layers:
-            raise ValueError(f'layer_cfgs has {len(layer_cfgs)} entries for '
-                             f'{self.num_layers} layers')
-        self.layers = ModuleList()
-        for i in range(self.num_layers):
-            _layer_cfg = dict(
-                embed_dims=self.embed_dims,
-                num_heads=self.num_heads,
-                feedforward_channels=self.
-                arch_settings['feedforward_channels'],
-                grid_size=self.patch_resolution,
-                num_prefix_tokens=self.num_extra_tokens,
-                gaug=gaug,
-                gaug_clamp=gaug_clamp,
-                gaug_impl=gaug_impl,
-                gaug_precision=gaug_precision,
-                gaug_fast=gaug_fast,
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
-                drop_path_rate=float(dpr[i]),
-                qkv_bias=qkv_bias,
-                norm_cfg=norm_cfg)
-            _layer_cfg.update(layer_cfgs[i])
-            self.layers.append(LocAtEncoderLayer(**_layer_cfg))
+        self.replace_layers(
+            LocAtEncoderLayer,
+            layer_cfgs,
+            drop_path_rate,
+            grid_size=self.patch_resolution,
+            num_prefix_tokens=self.num_extra_tokens,
+            gaug=gaug,
+            gaug_cfg=gaug_cfg,
+            layer_scale_init_value=layer_scale_init_value,
+            drop_rate=drop_rate,
+            attn_drop_rate=attn_drop_rate,
+            qkv_bias=qkv_bias,
+            norm_cfg=norm_cfg)
 
         self.prr = PRR(self.num_heads) if prr else None
 
@@ -367,30 +359,13 @@ class LocAtViT(StrictPretrainedMixin, VisionTransformer):
             mode=self.interpolate_mode,
             antialias=self.pos_embed_antialias)
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """Forward images (B, C, H, W); returns one output per index."""
-        check_input_batch(x, finite_checks_on(self), type(self).__name__)
-        batch = x.shape[0]
-        x, hw = self.patch_embed(x)
-        hw = tuple(hw)
-        tokens = [
-            t.expand(batch, -1, -1) for t in (self.cls_token, self.reg_token)
-            if t is not None
-        ]
-        x = torch.cat(tokens + [x], dim=1)
-        if self.pos_embed is not None:
-            x = x + self._pos_embed_for(hw)
-        x = self.drop_after_pos(x)
-        x = self.pre_norm(x)
+    def prefix_tokens(self) -> Sequence[torch.Tensor]:
+        """CLS (with ``pooling='cls'``), then the registers."""
+        return [t for t in (self.cls_token, self.reg_token) if t is not None]
 
-        outs = []
-        for i, layer in enumerate(self.layers):
-            x = layer(x, hw)
-            if i == len(self.layers) - 1 and self.final_norm:
-                x = self.ln1(x)
-            if i in self.out_indices:
-                outs.append(self._format_output(x, hw))
-        return tuple(outs)
+    def layer_args(self, hw: Tuple[int, int], tokens: torch.Tensor) -> tuple:
+        """GAug's blocks receive the patch grid."""
+        return (hw, )
 
     def _format_output(self, x: torch.Tensor, hw: tuple) -> torch.Tensor:
         if self.out_type in ('raw', 'featmap'):

@@ -4,9 +4,11 @@ One place for the policies every backbone (LocAtViT, LaStViT, CLIPViT,
 EVA02CLIPViT) follows:
 
 * ``out_indices``: validated like mmpretrain's ``VisionTransformer``
-  (ints in ``[-L, L)``, negatives counted from the end), and additionally
-  refused when duplicated or unsorted, because outputs come in block order;
-  nothing is reordered silently.
+  (ints in ``[-L, L)``, negatives counted from the end; the errors are also
+  ``AssertionError`` with the host's wording, so code written against the
+  host keeps working), and additionally refused when duplicated or
+  unsorted, because outputs come in block order; nothing is reordered
+  silently.
 * ``frozen_stages``: ``-1`` / ``0`` (nothing) up to ``L`` (every block).
 * input batches: ``(B, C, H, W)`` with ``B > 0`` always; in eval mode also
   finite (one ``torch.isfinite(x).all()`` at the backbone input). Training
@@ -25,8 +27,18 @@ from mmlocat.utils.pretrained import is_pretrained_cfg, load_pretrained
 
 __all__ = [
     'arch_num_layers', 'validate_out_indices', 'validate_frozen_stages',
-    'finite_checks_on', 'check_input_batch', 'StrictPretrainedMixin'
+    'check_arch_args', 'HostTypeError', 'HostValueError', 'finite_checks_on',
+    'check_input_batch', 'StrictPretrainedMixin'
 ]
+
+
+class HostTypeError(TypeError, AssertionError):
+    """A ``TypeError`` that mmpretrain's ``VisionTransformer`` raises as an
+    ``AssertionError``; both ``except`` clauses catch it."""
+
+
+class HostValueError(ValueError, AssertionError):
+    """A ``ValueError`` that the host raises as an ``AssertionError``."""
 
 
 def arch_num_layers(arch_zoo: dict, arch: Union[str, dict]) -> Optional[int]:
@@ -60,8 +72,10 @@ def validate_out_indices(out_indices: Union[int, Sequence[int]],
     if isinstance(out_indices, int):
         out_indices = [out_indices]
     if not isinstance(out_indices, Sequence) or isinstance(out_indices, str):
-        raise TypeError('out_indices must be an int or a sequence of ints, '
-                        f'got {type(out_indices).__name__}')
+        raise HostTypeError(
+            'out_indices must be an int or a sequence of ints, got '
+            f'{type(out_indices).__name__} ("out_indices" must by a '
+            f'sequence or int, get {type(out_indices)} instead.)')
     if len(out_indices) == 0:
         raise ValueError('out_indices is empty: name at least one block')
     result = []
@@ -70,9 +84,10 @@ def validate_out_indices(out_indices: Union[int, Sequence[int]],
             raise TypeError(f'out_indices must hold ints, got {index!r} in '
                             f'{tuple(out_indices)}')
         if not -num_layers <= index < num_layers:
-            raise ValueError(
-                f'out_indices {tuple(out_indices)}: {index} is out of range '
-                f'for {num_layers} blocks (valid: {-num_layers} to '
+            raise HostValueError(
+                f'Invalid out_indices {index}: out_indices '
+                f'{tuple(out_indices)}: {index} is out of range for '
+                f'{num_layers} blocks (valid: {-num_layers} to '
                 f'{num_layers - 1})')
         result.append(index % num_layers)
     if len(set(result)) != len(result):
@@ -95,6 +110,26 @@ def validate_frozen_stages(frozen_stages: int, num_layers: int) -> int:
             f'frozen_stages={frozen_stages} is out of range for '
             f'{num_layers} blocks: use -1 (none) to {num_layers} (all)')
     return frozen_stages
+
+
+def check_arch_args(arch_zoo: dict, arch: Union[str, dict],
+                    out_indices: Union[int, Sequence[int]],
+                    frozen_stages: int) -> List[int]:
+    """``out_indices`` (validated, as a new list) and ``frozen_stages``
+    checked against the blocks of ``arch``.
+
+    An unknown ``arch`` is left to the host's own arch check; the indices
+    then only become a list (the host rewrites negatives in place).
+    """
+    num_layers = arch_num_layers(arch_zoo, arch)
+    if num_layers is None:
+        if isinstance(out_indices, int):
+            return [out_indices]
+        return list(out_indices) if isinstance(out_indices,
+                                               (list, tuple)) else out_indices
+    out_indices = validate_out_indices(out_indices, num_layers)
+    validate_frozen_stages(frozen_stages, num_layers)
+    return out_indices
 
 
 def finite_checks_on(backbone: torch.nn.Module) -> bool:

@@ -3,9 +3,9 @@
 The OV configs load ``init_cfg=dict(type='Pretrained', checkpoint=...,
 prefix='backbone.')`` into a ``CLIPViT`` / ``EVA02CLIPViT``: the trained
 ``image_encoder.*`` keys become ``backbone.*`` and ``meta['clip']`` records
-the CLIP as the clip2mmlocat / eva2mmlocat converters do (MLP activation,
-model name, source sha256), so F-ViT's text-embedding provenance check
-keeps working.
+the CLIP as the clip2mmlocat / eva02_clip2mmlocat converters do (MLP
+activation, model name, source sha256), so F-ViT's text-embedding
+provenance check keeps working.
 """
 import copy
 import os.path as osp

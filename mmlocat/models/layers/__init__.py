@@ -1,8 +1,12 @@
-from .gaug import GaussianAugment, gaug_attention, gaug_clamp_value, gaug_eps
-from .gaug_chunked import chunked_gaug_attention
-from .gaug_flex import (flex_compile_stats, flex_gaug_attention,
-                        set_flex_compile_budget)
-from .gaug_kernels import GAUG_IMPLS, resolve_gaug_impl
+"""Pure-torch layers: GAug (:mod:`.gaug`), PRR, LazyStrike, patch score.
+
+No OpenMMLab import here: these import with mmcv / mmpretrain / mmseg /
+mmdet absent (mmengine is imported lazily, for a log message only).
+"""
+from .gaug import (GAUG_IMPLS, GaussianAugment, chunked_gaug_attention,
+                   flex_compile_stats, flex_gaug_attention, gaug_attention,
+                   gaug_clamp_value, gaug_eps, resolve_gaug_impl,
+                   set_flex_compile_budget)
 from .lazy_strike import (LazyStrikeOutput, LazyStrikePool, channel_lowpass,
                           lazy_strike_pool, lazy_strike_window, resolve_topk)
 from .patch_score import patch_score

@@ -2,7 +2,7 @@
 from .clip import convert_clip
 from .dino import convert_dino
 from .eva02_clip import convert_eva02_clip
-from .lastvit import convert_torchvision_vit
+from .last_vit import convert_torchvision_vit
 from .locat import (GAUG_KEY, convert_timm_locat, convert_vit_to_locat,
                     detect_vit_format)
 

@@ -9,7 +9,9 @@ from typing import Dict, Iterable, Mapping, Optional
 
 from torch import Tensor
 
-__all__ = ['rename_keys', 'require_keys']
+from ..checkpoint_io import strip_prefix
+
+__all__ = ['rename_keys', 'require_keys', 'visual_keys']
 
 StateDict = Dict[str, Tensor]
 
@@ -22,6 +24,17 @@ def _rename(name: str, table: Mapping[str, str]) -> Optional[str]:
         if name.startswith(src + '.'):
             return dst + name[len(src):]
     return None
+
+
+def visual_keys(state_dict: Mapping[str, Tensor]) -> StateDict:
+    """A CLIP checkpoint's image-tower keys, without ``module.`` and
+    (when there are ``visual.*`` keys: a full CLIP) ``visual.``."""
+    state_dict = strip_prefix(state_dict, ['module.'])
+    if any(k.startswith('visual.') for k in state_dict):
+        state_dict = OrderedDict((k[len('visual.'):], v)
+                                 for k, v in state_dict.items()
+                                 if k.startswith('visual.'))
+    return state_dict
 
 
 def rename_keys(state_dict: Mapping[str, Tensor],

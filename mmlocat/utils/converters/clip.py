@@ -20,8 +20,7 @@ from typing import Dict, Optional
 
 from torch import Tensor
 
-from ..checkpoint_io import strip_prefix
-from ._keymap import rename_keys, require_keys
+from ._keymap import rename_keys, require_keys, visual_keys
 
 __all__ = [
     'convert_clip', 'clip_tower_settings', 'open_clip_model_config',
@@ -61,11 +60,7 @@ def convert_clip(state_dict: Dict[str, Tensor]) -> 'OrderedDict[str, Tensor]':
         ValueError: For other layouts (timm-based open_clip towers,
             HuggingFace ``vision_model``, ResNet CLIP) or unknown keys.
     """
-    state_dict = strip_prefix(state_dict, ['module.'])
-    if any(k.startswith('visual.') for k in state_dict):
-        state_dict = OrderedDict((k[len('visual.'):], v)
-                                 for k, v in state_dict.items()
-                                 if k.startswith('visual.'))
+    state_dict = visual_keys(state_dict)
     if any(k.startswith('trunk.') for k in state_dict):
         raise ValueError('timm-based open_clip image towers (visual.trunk.*) '
                          'are not the OpenAI layout; load them with a timm '

@@ -18,8 +18,7 @@ from typing import Dict
 import torch
 from torch import Tensor
 
-from ..checkpoint_io import strip_prefix
-from ._keymap import rename_keys, require_keys
+from ._keymap import rename_keys, require_keys, visual_keys
 
 __all__ = ['convert_eva02_clip']
 
@@ -57,11 +56,7 @@ _ROPE_KEYS = ('rope.freqs_cos', 'rope.freqs_sin')
 
 def _visual_part(state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:
     """The image tower's keys, without ``visual.`` / ``trunk.``."""
-    state_dict = strip_prefix(state_dict, ['module.'])
-    if any(k.startswith('visual.') for k in state_dict):
-        state_dict = OrderedDict((k[len('visual.'):], v)
-                                 for k, v in state_dict.items()
-                                 if k.startswith('visual.'))
+    state_dict = visual_keys(state_dict)
     if any(k.startswith('trunk.') for k in state_dict):
         extra = [k for k in state_dict if not k.startswith('trunk.')]
         if extra:

@@ -11,6 +11,7 @@ from torch import nn
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import CLIPViT
+from mmlocat.testing.references import spec_lazy_strike
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
 from mmlocat.utils.converters import convert_clip
 
@@ -21,19 +22,6 @@ ARCH = dict(
     num_heads=HEADS,
     feedforward_channels=4 * WIDTH,
     output_dims=OUT)
-
-
-def spec_lazy_strike(tokens, k=1):
-    """LazyStrike as spec/lastvit.md §1 states it (public-code defaults)."""
-    d = tokens.shape[-1]
-    pos = torch.arange(-d // 2 + 1, d // 2 + 1, dtype=torch.float32)
-    g = torch.exp(-0.5 * (pos / d**0.5)**2)
-    g = g / g.max()
-    freq = torch.fft.fftshift(torch.fft.fft(tokens, dim=-1), dim=-1)
-    x_hat = torch.fft.ifft(torch.fft.ifftshift(freq * g, dim=-1), dim=-1).real
-    score = tokens / (x_hat - tokens).abs()
-    index = score.argsort(dim=1, descending=True)[:, :k]
-    return torch.gather(tokens, 1, index).mean(1)
 
 
 class QuickGELU(nn.Module):

@@ -142,7 +142,7 @@ def test_eva02_b16_matches_encode_image(user_files, tmp_path, repo_root,
                                         monkeypatch):
     model, src = user_files('EVA02-B-16')
     dst = str(tmp_path / 'eva_mmlocat.pth')
-    _run_tool(monkeypatch, _tool(repo_root, 'eva2mmlocat'),
+    _run_tool(monkeypatch, _tool(repo_root, 'eva02_clip2mmlocat'),
               [src, dst, '--model', 'EVA02-B-16'])
     meta = torch.load(dst, map_location='cpu', weights_only=True)['meta']
     assert meta['clip']['name'] == 'EVA02-B-16'
@@ -172,7 +172,7 @@ def test_converter_refuses_the_wrong_tool(user_files, tmp_path, repo_root,
         _run_tool(monkeypatch, _tool(repo_root, 'clip2mmlocat'),
                   [src, str(tmp_path / 'x.pth'), '--model', 'EVA02-B-16'])
     with pytest.raises(SystemExit, match='not an EVA02-CLIP tower'):
-        _run_tool(monkeypatch, _tool(repo_root, 'eva2mmlocat'),
+        _run_tool(monkeypatch, _tool(repo_root, 'eva02_clip2mmlocat'),
                   [src, str(tmp_path / 'y.pth'), '--model', 'ViT-B-16'])
     # A config that disagrees with the weights names both values.
     with pytest.raises(

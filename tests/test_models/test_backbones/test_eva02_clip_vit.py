@@ -288,13 +288,15 @@ def test_cli_converts_full_eva_checkpoint(reference, tmp_path, repo_root,
     src = osp.join(tmp_path, 'EVA02_CLIP_tiny.pt')
     dst = osp.join(tmp_path, 'eva_mmlocat.pth')
     torch.save(full_eva_clip_state_dict(reference), src)
-    proc = subprocess.run(
-        [sys.executable, 'tools/model_converters/eva2mmlocat.py', src, dst],
-        cwd=repo_root,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=300)
+    proc = subprocess.run([
+        sys.executable, 'tools/model_converters/eva02_clip2mmlocat.py', src,
+        dst
+    ],
+                          cwd=repo_root,
+                          env=subprocess_env,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
     assert all(k.startswith('backbone.') for k in sd)
@@ -315,7 +317,7 @@ def test_cli_rejects_unknown_format(tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'other.pth')
     torch.save({'conv.weight': torch.zeros(2, 2)}, src)
     proc = subprocess.run([
-        sys.executable, 'tools/model_converters/eva2mmlocat.py', src,
+        sys.executable, 'tools/model_converters/eva02_clip2mmlocat.py', src,
         osp.join(tmp_path, 'out.pth')
     ],
                           cwd=repo_root,
@@ -414,12 +416,8 @@ def test_build_from_host_registries(scope):
 def test_fvit_detector_with_eva02_backbone(tmp_path):
     """F-ViT trains (frozen tower, no grads) and fuses the dense CLIP map
     with an EVA02-CLIP backbone, unchanged."""
-    sys.path.insert(0, osp.join(osp.dirname(__file__), '..', 'test_det'))
-    try:
-        from _fvit_tiny import EMBED, tiny_fvit_cfg, write_embeddings
-        from test_fvit import _batch, _build
-    finally:
-        sys.path.pop(0)
+    from mmlocat.testing.fvit import (EMBED, build_detector, det_batch,
+                                      tiny_fvit_cfg, write_embeddings)
     names = ['cat', 'dog', 'car']
     cfg = tiny_fvit_cfg(
         write_embeddings(tmp_path / 'emb.npy', names),
@@ -438,11 +436,11 @@ def test_fvit_detector_with_eva02_backbone(tmp_path):
         out_type='featmap',
         out_indices=(0, 1, 2, 3),
         frozen=True)
-    model = _build(cfg)
+    model = build_detector(cfg)
     assert isinstance(model.backbone, EVA02CLIPViT)
     model.train()
     assert not model.backbone.training
-    data = _batch(model)
+    data = det_batch(model)
     total, _ = model.parse_losses(
         model.loss(data['inputs'], data['data_samples']))
     total.backward()

@@ -23,7 +23,7 @@ from torchvision.models.vision_transformer import \
 import mmlocat  # noqa: F401
 from mmlocat.models import LaStViT, LocAtViT
 from mmlocat.utils.converters import convert_timm_locat
-from mmlocat.utils.converters.lastvit import convert_torchvision_vit
+from mmlocat.utils.converters.last_vit import convert_torchvision_vit
 
 REPO = osp.dirname(
     osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))

@@ -10,22 +10,10 @@ from torchvision.models.vision_transformer import \
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import LaStViT, lazy_strike_pool
+from mmlocat.testing.references import spec_lazy_strike
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
 
 TINY = dict(embed_dims=24, num_layers=2, num_heads=3, feedforward_channels=48)
-
-
-def spec_lazy_strike(tokens, k=1):
-    """LazyStrike as spec/lastvit.md §1 states it (public-code defaults)."""
-    d = tokens.shape[-1]
-    pos = torch.arange(-d // 2 + 1, d // 2 + 1, dtype=torch.float32)
-    g = torch.exp(-0.5 * (pos / d**0.5)**2)
-    g = g / g.max()
-    freq = torch.fft.fftshift(torch.fft.fft(tokens, dim=-1), dim=-1)
-    x_hat = torch.fft.ifft(torch.fft.ifftshift(freq * g, dim=-1), dim=-1).real
-    score = tokens / (x_hat - tokens).abs()
-    index = score.argsort(dim=1, descending=True)[:, :k]
-    return torch.gather(tokens, 1, index).mean(1)
 
 
 def randomise_(model, seed):
@@ -94,7 +82,7 @@ def test_torchvision_parity_through_cli(torchvision_vit, prefix, tmp_path,
         for k, v in torchvision_vit.state_dict().items()
     }, src)
     proc = subprocess.run([
-        sys.executable, 'tools/model_converters/lastvit2mmlocat.py', src, dst
+        sys.executable, 'tools/model_converters/last_vit2mmlocat.py', src, dst
     ],
                           cwd=repo_root,
                           env=subprocess_env,

@@ -11,10 +11,11 @@ import torch.nn.functional as F
 from torch import nn
 
 import mmlocat  # noqa: F401
-from mmlocat.models.backbones import LocAtViT
+from mmlocat.models.backbones import LaStViT, LocAtViT
 from mmlocat.models.layers import GaussianAugment
+from mmlocat.testing.tiny_archs import TINY_VIT
 
-TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+TINY = TINY_VIT
 
 
 def tiny(**kwargs) -> LocAtViT:
@@ -28,8 +29,8 @@ def num_params(model: nn.Module) -> int:
 
 
 # ---------------------------------------------------------------- structure
-@pytest.mark.parametrize('arch,extra', [('t', 2340), ('s', 2340), ('b', 2340),
-                                        ('l', 4680)])
+@pytest.mark.parametrize('arch,extra', [('t', 2340), ('deit-small', 2340),
+                                        ('b', 2340), ('l', 4680)])
 def test_parameter_overhead(arch, extra):
     with torch.device('meta'):  # counting only: nothing is allocated
         full = num_params(LocAtViT(arch))
@@ -42,7 +43,8 @@ def test_parameter_overhead(arch, extra):
 def test_arch_aliases_and_custom_dict():
     with torch.device('meta'):
         for short, long, dims, heads, depth in [('t', 'tiny', 192, 3, 12),
-                                                ('s', 'small', 384, 6, 12),
+                                                ('deit-s', 'deit-small', 384,
+                                                 6, 12),
                                                 ('b', 'base', 768, 12, 12),
                                                 ('l', 'large', 1024, 16, 24)]:
             a, b = LocAtViT(short), LocAtViT(long)
@@ -55,6 +57,36 @@ def test_arch_aliases_and_custom_dict():
     assert len(model.layers) == 2 and model.embed_dims == 32
     with pytest.raises(AssertionError):
         LocAtViT(dict(embed_dims=32))
+
+
+def test_ambiguous_small_alias_is_refused():
+    """'s' meant DeiT-S in LocAtViT but is mmpretrain's 768-d, 8-layer
+    ViT-S (and LaStViT's): refused, the message names both spellings."""
+    for alias in ('s', 'small', 'S'):
+        with pytest.raises(ValueError, match="arch='deit-small'") as err:
+            LocAtViT(alias)
+        assert ('embed_dims=768, num_layers=8, num_heads=8, '
+                'feedforward_channels=2304') in str(err.value)
+    with torch.device('meta'):
+        deit_s = LocAtViT('deit-small')
+        host_s = LaStViT('s')
+        tiny_ = LocAtViT('t')
+    assert (deit_s.embed_dims, deit_s.num_layers, deit_s.num_heads) == (384,
+                                                                        12, 6)
+    assert (host_s.embed_dims, host_s.num_layers) == (768, 8)
+    assert (tiny_.embed_dims, tiny_.num_layers, tiny_.num_heads) == (192, 12,
+                                                                     3)
+    # The same alias builds the same network in both backbones.
+    for alias in ('t', 'deit-t', 'deit-small', 'b', 'l'):
+        with torch.device('meta'):
+            a, b = LocAtViT(alias, gaug=False), LaStViT(alias)
+        assert {
+            n: p.shape
+            for n, p in a.named_parameters()
+        } == {
+            n: p.shape
+            for n, p in b.named_parameters()
+        }, alias
 
 
 def test_layer_names_and_gaug_constants():

@@ -12,8 +12,9 @@ import torchvision
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
 from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
+from mmlocat.testing.tiny_archs import tiny_vit
 
-ARCH = dict(embed_dims=32, num_layers=3, num_heads=2, feedforward_channels=64)
+ARCH = tiny_vit(num_layers=3)
 WIDE = dict(ARCH, embed_dims=48, feedforward_channels=96)
 BACKBONES = {
     'locat': LocAtViT,
@@ -245,7 +246,7 @@ def test_drill_cases_with_the_real_archs(tmp_path):
     with pytest.raises(ValueError, match='frozen_stages=99'):
         LocAtViT('t', frozen_stages=99)
     path = save(tmp_path, prefixed(LocAtViT('t')))
-    model = LocAtViT('s', init_cfg=pretrained(path, prefix='backbone.'))
+    model = LocAtViT('deit-s', init_cfg=pretrained(path, prefix='backbone.'))
     with pytest.raises(RuntimeError, match='have another shape'):
         model.init_weights()
     model = LocAtViT('t', init_cfg=pretrained(path))

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from mmlocat.models.layers.gaug_blocks import (DEFAULT_BLOCK_ELEMENTS,
-                                               BlockPlan, fill_bias, new_bias,
-                                               plan_blocks, query_blocks)
+from mmlocat.models.layers.gaug._blocks import (DEFAULT_BLOCK_ELEMENTS,
+                                                BlockPlan, fill_bias, new_bias,
+                                                plan_blocks, query_blocks)
 
 
 def test_small_problems_are_one_call():

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from mmlocat.models.layers import GaussianAugment, chunked_gaug_attention
-from mmlocat.models.layers.gaug_blocks import query_blocks
+from mmlocat.models.layers.gaug._blocks import query_blocks
 
 
 def make(hw=(5, 7), num_prefix=2, batch=2, heads=3, seed=0):

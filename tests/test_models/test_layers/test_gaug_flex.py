@@ -1,7 +1,7 @@
 """FlexAttention GAug kernel: the statically compiled kernel over a sequence
 of input shapes, its compile budget and fallback, limits on CPU and clear
 errors (the eager kernel's exactness against the dense bias is in
-test_gaug_kernels.py)."""
+test_gaug_kernels.py, the dispatcher)."""
 import logging
 
 import mmengine.logging
@@ -11,10 +11,10 @@ from _gaug_inputs import random_gaug
 from _gaug_inputs import random_qkv as _random_qkv
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-import mmlocat.models.layers.gaug_flex as gaug_flex
+import mmlocat.models.layers.gaug.flex as gaug_flex
 from mmlocat.models.layers import (GaussianAugment, flex_gaug_attention,
                                    gaug_attention)
-from mmlocat.models.layers.gaug_flex import flex_available
+from mmlocat.models.layers.gaug.flex import flex_available
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from _gaug_inputs import random_gaug, random_qkv
 
-import mmlocat.models.layers.gaug_kernels as gaug_kernels
+import mmlocat.models.layers.gaug.dispatch as dispatch
 from mmlocat.models.backbones import LocAtViT
 from mmlocat.models.layers import (GAUG_IMPLS, chunked_gaug_attention,
                                    flex_gaug_attention, gaug_attention,
@@ -152,7 +152,7 @@ def test_bf16_autocast():
 
 @pytest.mark.parametrize('regs,size', [(0, (48, 80)), (2, (80, 48))])
 def test_locatvit_equal_across_impls(monkeypatch, regs, size):
-    monkeypatch.setattr(gaug_kernels, 'flex_gaug_attention',
+    monkeypatch.setattr(dispatch, 'flex_gaug_attention',
                         functools.partial(flex_gaug_attention, compiled=False))
     arch = dict(
         embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
@@ -165,7 +165,7 @@ def test_locatvit_equal_across_impls(monkeypatch, regs, size):
             img_size=32,
             num_register_tokens=regs,
             out_type='cls_token',
-            gaug_impl=impl)
+            gaug_cfg=dict(impl=impl))
         models[impl].init_weights()
         assert models[impl].layers[1].attn.gaug_impl == impl
     state = models['dense'].state_dict()
@@ -222,7 +222,7 @@ def test_resolve_gaug_impl():
                 num_heads=2,
                 feedforward_channels=64),
             img_size=32,
-            gaug_impl='sparse')
+            gaug_cfg=dict(impl='sparse'))
 
 
 @pytest.mark.parametrize('impl', ['dense', 'chunked', 'auto'])

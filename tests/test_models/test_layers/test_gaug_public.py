@@ -187,16 +187,17 @@ def test_attention_runs_the_dense_kernel_for_public_options():
     an explicit dense run) and chunked / flex are refused up front."""
     torch.manual_seed(0)
     x = torch.randn(1, 1 + 32 * 32, 32)
-    for kwargs in (dict(gaug_precision='public'), dict(gaug_fast=True)):
-        attn = GAugAttention(32, 2, (32, 32), **kwargs).train()
-        dense = GAugAttention(32, 2, (32, 32), gaug_impl='dense', **kwargs)
+    for cfg in (dict(precision='public'), dict(fast=True)):
+        attn = GAugAttention(32, 2, (32, 32), gaug_cfg=cfg).train()
+        dense = GAugAttention(
+            32, 2, (32, 32), gaug_cfg=dict(cfg, impl='dense'))
         dense.load_state_dict(attn.state_dict())
         dense.train()
         torch.testing.assert_close(
             attn(x, (32, 32)), dense(x, (32, 32)), rtol=0, atol=0)
         for impl in ('chunked', 'flex'):
             with pytest.raises(ValueError, match='dense GAug kernel'):
-                GAugAttention(32, 2, (32, 32), gaug_impl=impl, **kwargs)
+                GAugAttention(32, 2, (32, 32), gaug_cfg=dict(cfg, impl=impl))
     with pytest.raises(ValueError, match='precision'):
         GaussianAugment(16, (14, 14), precision='fp16')
 
@@ -204,7 +205,7 @@ def test_attention_runs_the_dense_kernel_for_public_options():
 def test_locat_vit_threads_the_options_to_every_block():
     from mmlocat.models import LocAtViT
     model = LocAtViT(
-        arch='t', img_size=64, gaug_precision='public', gaug_fast=True)
+        arch='t', img_size=64, gaug_cfg=dict(precision='public', fast=True))
     assert all(layer.attn.gaug.precision == 'public' and layer.attn.gaug.fast
                for layer in model.layers)
     default = LocAtViT(arch='t', img_size=64)

@@ -25,7 +25,7 @@ the compiled one is worth running):
 * **never a crash**: if compiling (or running) a key fails, or the budget is
   spent, one warning is logged (mmengine's ``print_log`` when mmengine is
   installed, else :mod:`warnings`) and :class:`FlexFallback` is raised; the
-  dispatcher (:func:`~.gaug_kernels.gaug_attention`) then runs the exact
+  dispatcher (:func:`~.dispatch.gaug_attention`) then runs the exact
   chunked kernel for that key, silently from then on.
 
 Limits of the installed torch, measured on CPU: FlexAttention has no
@@ -177,7 +177,7 @@ def _run_compiled(key: tuple, args: Tuple[torch.Tensor, ...]) -> torch.Tensor:
             _warn(f'GAug FlexAttention: the compile budget of '
                   f'{_STATE["budget"]} input shapes is spent; new shapes '
                   "run the chunked kernel (raise it with mmlocat.models."
-                  'layers.gaug_flex.set_flex_compile_budget)')
+                  'layers.set_flex_compile_budget)')
         raise FlexFallback('flex compile budget spent')
     try:
         # One dynamo cache entry per key: allow as many, and fail loudly

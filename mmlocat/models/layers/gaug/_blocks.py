@@ -1,7 +1,7 @@
 """Blocks of the exact chunked GAug attention: planning and forward pass.
 
 `Locality-Attending Vision Transformer <https://arxiv.org/abs/2603.04892>`_
-(Hajimiri et al., ICLR 2026). Helpers of :mod:`.gaug_chunked`: how the
+(Hajimiri et al., ICLR 2026). Helpers of :mod:`.chunked`: how the
 (batch, heads, queries, keys) bias is cut into blocks of bounded size, how
 one block's bias is written from the two separable factor tables, and the
 forward pass over all blocks with a single reused bias buffer.
@@ -143,7 +143,7 @@ def forward_blocks(
         var, alpha: Per-query-patch GAug factors (B, heads, H*W, 2 / 1).
         gauss_fn: ``(var, alpha, start) -> (row_gauss, col_gauss)`` for the
             query patches from ``start`` (see
-            :func:`~.gaug_chunked.chunked_gaug_attention`).
+            :func:`~.chunked.chunked_gaug_attention`).
         num_prefix: Prefix tokens (zero bias rows and columns).
         plan: The blocks (:func:`plan_blocks`).
         with_lse: Also return the float32 row log-sum-exp (B, heads, N).

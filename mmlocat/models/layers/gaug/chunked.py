@@ -12,7 +12,7 @@ The factor tables and the bias are built for one block of queries at a
 time, attended with that block, and dropped, so memory is O(block * N)
 instead of O(heads * N^2), in training as well:
 
-* inference: one fused SDPA call per block (:mod:`.gaug_blocks`);
+* inference: one fused SDPA call per block (:mod:`._blocks`);
 * training: a :class:`torch.autograd.Function` that keeps only the inputs,
   the per-query ``var`` / ``alpha``, the output and the row log-sum-exp,
   and recomputes each block's factor tables and probabilities in the
@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
-from .gaug_blocks import (DEFAULT_BLOCK_ELEMENTS, GaussFn, forward_blocks,
-                          new_bias, plan_blocks, query_blocks)
+from ._blocks import (DEFAULT_BLOCK_ELEMENTS, GaussFn, forward_blocks,
+                      new_bias, plan_blocks, query_blocks)
 
 __all__ = ['chunked_gaug_attention']
 
@@ -172,7 +172,7 @@ def chunked_gaug_attention(q: torch.Tensor,
         num_prefix: Prefix tokens (zero bias rows and columns).
         dropout_p: Dropout on the attention weights.
         block_elements: Bias elements held at a time (see
-            :func:`~.gaug_blocks.plan_blocks`); 4M (16 MiB float32).
+            :func:`~._blocks.plan_blocks`); 4M (16 MiB float32).
         block_size: Force this many query patches per block.
 
     Returns:

@@ -13,7 +13,8 @@ Prefix tokens (CLS, registers) get zero rows and columns.
 
 The numbers follow the authors' public (timm based) implementation, which
 the published checkpoints were trained with; the code here is written
-independently. Pure torch: no OpenMMLab import.
+independently. Pure torch: no OpenMMLab import, and no import of the
+kernels (they receive this module's outputs from the dispatcher).
 """
 import math
 from functools import lru_cache
@@ -23,12 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# Re-exported: callers have always found ``gaug_attention`` here.
-from .gaug_kernels import GAUG_IMPLS, gaug_attention, resolve_gaug_impl
-
 __all__ = [
-    'GaussianAugment', 'gaug_attention', 'gaug_eps', 'gaug_clamp_value',
-    'resolve_gaug_impl', 'GAUG_IMPLS', 'GAUG_PRECISIONS'
+    'GaussianAugment', 'gaug_eps', 'gaug_clamp_value', 'GAUG_PRECISIONS'
 ]
 
 # 'fp32': variance, amplitude, division and exp in float32 under autocast
@@ -195,6 +192,12 @@ class GaussianAugment(nn.Module):
         for layer in (self.log_var, self.log_alpha):
             nn.init.trunc_normal_(layer.weight, std=.02)
             nn.init.zeros_(layer.bias)
+
+    def init_weights(self) -> None:
+        """:meth:`reset_parameters`, called by the owning backbone's
+        ``init_weights`` (mmengine walks the children), so GAug is
+        (re)initialised there as every host parameter is."""
+        self.reset_parameters()
 
     def extra_repr(self) -> str:
         return (f'head_dims={self.head_dims}, grid_size={self.grid_size}, '

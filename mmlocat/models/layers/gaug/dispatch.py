@@ -6,16 +6,14 @@ point of the Gaussian-augmented attention; all kernels compute the same
 function to float32 round-off. Pure torch: no OpenMMLab import.
 """
 from functools import partial
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from .gaug_chunked import chunked_gaug_attention
-from .gaug_flex import FlexFallback, flex_available, flex_gaug_attention
-
-if TYPE_CHECKING:
-    from .gaug import GaussianAugment
+from .bias import GaussianAugment
+from .chunked import chunked_gaug_attention
+from .flex import FlexFallback, flex_available, flex_gaug_attention
 
 __all__ = ['GAUG_IMPLS', 'gaug_attention', 'resolve_gaug_impl']
 
@@ -33,7 +31,7 @@ def resolve_gaug_impl(impl: str,
     * CUDA with Triton, no attention dropout: the compiled FlexAttention
       kernel, in inference and training (fused, differentiable; compiled
       once per input shape, the chunked kernel for a shape whose compile
-      fails or beyond the compile budget, see :mod:`.gaug_flex`);
+      fails or beyond the compile budget, see :mod:`.flex`);
     * CPU, inference: the chunked kernel. It is faster than the dense bias
       at every size measured (224 to 1024, ViT-T/B). FlexAttention is not:
       uncompiled it materialises the scores (~15x slower), compiled it
@@ -73,7 +71,7 @@ def resolve_gaug_impl(impl: str,
 def gaug_attention(q: torch.Tensor,
                    k: torch.Tensor,
                    v: torch.Tensor,
-                   gaug: Optional['GaussianAugment'],
+                   gaug: Optional[GaussianAugment],
                    hw: Sequence[int],
                    attn_drop_p: float = 0.,
                    impl: str = 'auto') -> torch.Tensor:
@@ -85,9 +83,9 @@ def gaug_attention(q: torch.Tensor,
     * ``'dense'``: the reference, the full (B, heads, N, N) bias as the
       SDPA mask;
     * ``'chunked'``: exact, query blocks, O(block * N) memory in inference
-      and training (:func:`~.gaug_chunked.chunked_gaug_attention`);
+      and training (:func:`~.chunked.chunked_gaug_attention`);
     * ``'flex'``: FlexAttention with the bias in ``score_mod``, compiled
-      statically per shape (:func:`~.gaug_flex.flex_gaug_attention`; no
+      statically per shape (:func:`~.flex.flex_gaug_attention`; no
       backward on CPU). A shape whose compilation fails, or beyond the
       compile budget, logs one warning and runs ``'chunked'``;
     * ``'auto'``: see :func:`resolve_gaug_impl`.

@@ -1,0 +1,146 @@
+"""The base of mmlocat's ViT backbones: one token loop, one loading policy.
+
+Every ViT backbone here (LocAtViT, LaStViT, CLIPViT, EVA02CLIPViT) is
+mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
+
+* one token loop, timm's ``forward_intermediates`` idea:
+  :meth:`TokenLoopViT.forward_intermediates` embeds the image and runs the
+  blocks once, keeping the tokens after the requested blocks (the final norm
+  after the last). The backbones differ only in what they override: the
+  prefix tokens (:meth:`~TokenLoopViT.prefix_tokens`), the position
+  embedding at the input's grid (:meth:`~TokenLoopViT._pos_embed_for`),
+  what each block call receives besides the tokens
+  (:meth:`~TokenLoopViT.layer_args`: nothing, the patch grid for GAug, the
+  RoPE table for EVA) and how kept tokens become outputs
+  (``_format_output``);
+* strict ``Pretrained`` loading (:class:`~.vit_checks.StrictPretrainedMixin`,
+  :mod:`mmlocat.utils.pretrained`) and the input checks of
+  :mod:`.vit_checks`.
+"""
+import copy
+from typing import List, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from mmengine.model import ModuleList
+from mmpretrain.models.backbones import VisionTransformer
+from mmpretrain.models.utils import resize_pos_embed
+from torch import Tensor
+
+from .vit_checks import (StrictPretrainedMixin, check_input_batch,
+                         finite_checks_on)
+
+__all__ = ['TokenLoopViT']
+
+
+class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
+    """mmpretrain's ViT with one overridable token loop (see the module)."""
+
+    def replace_layers(self, layer_type: type,
+                       layer_cfgs: Union[dict, Sequence[dict], None],
+                       drop_path_rate: float, **common) -> None:
+        """Replace the host's blocks by ``layer_type`` blocks.
+
+        Every block gets the arch's ``embed_dims``, ``num_heads`` and
+        ``feedforward_channels``, its linear stochastic-depth rate (as the
+        host), ``common`` and then its entry of ``layer_cfgs`` (one dict
+        for all blocks or one per block).
+
+        Raises:
+            ValueError: If a ``layer_cfgs`` list has another length.
+        """
+        if layer_cfgs is None:
+            layer_cfgs = dict()
+        if isinstance(layer_cfgs, dict):
+            layer_cfgs = [layer_cfgs] * self.num_layers
+        if len(layer_cfgs) != self.num_layers:
+            raise ValueError(f'layer_cfgs has {len(layer_cfgs)} entries for '
+                             f'{self.num_layers} layers')
+        dpr = np.linspace(0, drop_path_rate, self.num_layers)
+        self.layers = ModuleList()
+        for i in range(self.num_layers):
+            cfg = dict(
+                embed_dims=self.embed_dims,
+                num_heads=self.arch_settings['num_heads'],
+                feedforward_channels=self.
+                arch_settings['feedforward_channels'],
+                drop_path_rate=float(dpr[i]),
+                **copy.deepcopy(common))
+            cfg.update(layer_cfgs[i])
+            self.layers.append(layer_type(**cfg))
+
+    def prefix_tokens(self) -> Sequence[Tensor]:
+        """The ``(1, n, C)`` tokens put before the patches (CLS, ...)."""
+        return [] if self.cls_token is None else [self.cls_token]
+
+    def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
+        """The position embedding at the patch grid ``hw`` (the host's
+        bicubic resize)."""
+        return resize_pos_embed(
+            self.pos_embed,
+            self.patch_resolution,
+            hw,
+            mode=self.interpolate_mode,
+            num_extra_tokens=self.num_extra_tokens)
+
+    def layer_args(self, hw: Tuple[int, int], tokens: Tensor) -> tuple:
+        """Arguments of every block call after the tokens (none here)."""
+        return ()
+
+    def embed_tokens(self, x: Tensor) -> Tuple[Tensor, Tuple[int, int]]:
+        """Images ``(B, C, H, W)`` -> the blocks' input tokens and grid.
+
+        Checks the batch, embeds the patches, prepends the prefix tokens,
+        adds the position embedding (if any) and applies the dropout and
+        the pre-norm.
+        """
+        check_input_batch(x, finite_checks_on(self), type(self).__name__)
+        batch = x.shape[0]
+        x, hw = self.patch_embed(x)
+        hw = tuple(hw)
+        prefix = [t.expand(batch, -1, -1) for t in self.prefix_tokens()]
+        if prefix:
+            x = torch.cat(prefix + [x], dim=1)
+        if self.pos_embed is not None:
+            x = x + self._pos_embed_for(hw)
+        return self.pre_norm(self.drop_after_pos(x)), hw
+
+    def forward_intermediates(
+            self, x: Tensor,
+            indices: Sequence[int]) -> Tuple[List[Tensor], Tuple[int, int]]:
+        """Run the blocks and keep the tokens after those in ``indices``.
+
+        Blocks after the last kept one are not run. The final norm (if
+        ``final_norm``) follows the last block, as in the host.
+
+        Args:
+            x: Images ``(B, C, H, W)``.
+            indices: Non-negative block indices, increasing.
+
+        Returns:
+            The kept ``(B, L, C)`` token sequences (in block order) and the
+            patch grid ``(h, w)``.
+        """
+        tokens, hw = self.embed_tokens(x)
+        args = self.layer_args(hw, tokens)
+        wanted = set(indices)
+        stop = max(wanted, default=-1)
+        last = len(self.layers) - 1
+        kept = []
+        for i, layer in enumerate(self.layers[:stop + 1]):
+            tokens = layer(tokens, *args)
+            if i == last and self.final_norm:
+                tokens = self.ln1(tokens)
+            if i in wanted:
+                kept.append(tokens)
+        return kept, hw
+
+    def _encode(self, x: Tensor,
+                indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
+        """The old name of :meth:`forward_intermediates`."""
+        return self.forward_intermediates(x, indices)
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
+        """One output per ``out_indices`` entry, as the host."""
+        tokens, hw = self.forward_intermediates(x, self.out_indices)
+        return tuple(self._format_output(t, hw) for t in tokens)

@@ -1,0 +1,83 @@
+"""Convert EVA02-CLIP image towers to EVA02CLIPViT keys.
+
+Usage:
+    python tools/model_converters/eva02_clip2mmlocat.py SRC DST [--prefix P]
+        [--rope-pt-seq-len N] [--model NAME | --model-config FILE]
+
+``SRC`` is an EVA-CLIP checkpoint of the EVA repo (``visual.*`` keys, e.g.
+``EVA02_CLIP_B_psz16_s8B.pt``), an open_clip ``EVA02-*`` checkpoint
+(``visual.trunk.*``) or a bare image-tower state dict (``.pt``, ``.pth``,
+``.bin``, ``.safetensors``). Keys are written under ``--prefix`` (default
+``backbone.``) for ``init_cfg=dict(type='Pretrained', checkpoint=DST,
+prefix='backbone.')`` on an ``mmlocat.EVA02CLIPViT``. The checkpoint's
+``meta['clip']`` records the source file's name and sha256 and, with
+``--model`` (e.g. ``EVA02-B-16``) or ``--model-config``, the open_clip model
+name, so F-ViT can compare it with its text embeddings'.
+"""
+import argparse
+import os.path as osp
+from collections import OrderedDict
+
+from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+                                         save_checkpoint)
+from mmlocat.utils.converters import convert_eva02_clip
+from mmlocat.utils.converters.clip import (clip_tower_settings,
+                                           open_clip_model_config)
+from mmlocat.utils.provenance import clip_provenance
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='EVA02-CLIP image tower to EVA02CLIPViT keys')
+    parser.add_argument('src', help='EVA02-CLIP checkpoint')
+    parser.add_argument('dst', help='output mmengine checkpoint')
+    parser.add_argument(
+        '--prefix', default='backbone.', help='prefix of the output keys')
+    parser.add_argument(
+        '--rope-pt-seq-len',
+        type=float,
+        default=16,
+        help='RoPE pre-training grid side the stored RoPE buffers must '
+        'match (16 for the released B/16 and L/14 towers)')
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument('--model', help='open_clip model name (recorded)')
+    source.add_argument(
+        '--model-config', help='open_clip model-config JSON file')
+    return parser.parse_args()
+
+
+def model_name(args: argparse.Namespace):
+    """The open_clip model name to record; refuses non-EVA towers."""
+    if args.model is None and args.model_config is None:
+        return None
+    cfg = open_clip_model_config(args.model, args.model_config)
+    timm_name = clip_tower_settings(cfg)['timm_model_name'] or ''
+    if not timm_name.startswith('eva02'):
+        raise ValueError(f'{args.model or args.model_config} is not an '
+                         f'EVA02-CLIP tower (vision tower {timm_name!r}); '
+                         'use tools/model_converters/clip2mmlocat.py')
+    return args.model or osp.splitext(osp.basename(args.model_config))[0]
+
+
+def main() -> None:
+    args = parse_args()
+    try:
+        record = clip_provenance(model_name(args), args.src)
+        state_dict = convert_eva02_clip(
+            read_state_dict(args.src), rope_pt_seq_len=args.rope_pt_seq_len)
+    except (FileNotFoundError, ValueError, ImportError) as err:
+        raise SystemExit(f'eva02_clip2mmlocat: error: {err}')
+    state_dict = OrderedDict(
+        (args.prefix + k, v) for k, v in state_dict.items())
+    save_checkpoint(
+        state_dict,
+        args.dst,
+        meta=dict(
+            source=osp.basename(args.src),
+            converter='eva02_clip2mmlocat',
+            clip=record))
+    print(f'saved {len(state_dict)} tensors to {args.dst}')
+
+
+if __name__ == '__main__':
+    run_cli('eva02_clip2mmlocat', main)
