@@ -8,6 +8,8 @@ ranks, and the loss must equal the 1-process loss of the whole batch
 """
 import os
 import socket
+import subprocess
+import sys
 
 import open_clip
 import pytest
@@ -69,16 +71,33 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.timeout(120)
-def test_two_gloo_processes_equal_open_clip_and_one_process():
+def _run_two_ranks(path):
+    """Fork the two ranks; the results go to ``path`` (torch.save)."""
     out = mp.Manager().dict()
-    # fork: the children need no fresh imports (seconds, not a minute)
     mp.start_processes(
         _worker,
         args=(_free_port(), out),
         nprocs=2,
         join=True,
         start_method='fork')
+    torch.save({rank: out[rank] for rank in (0, 1)}, path)
+
+
+@pytest.mark.timeout(120)
+def test_two_gloo_processes_equal_open_clip_and_one_process(
+        tmp_path, subprocess_env):
+    # fork keeps the ranks cheap (no fresh imports), but forking the test
+    # process itself deadlocks once earlier tests have started threads
+    # (tqdm's monitor, intra-op pools): fork from a fresh interpreter.
+    path = tmp_path / 'ranks.pth'
+    proc = subprocess.run(
+        [sys.executable, __file__, str(path)],
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=110)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = torch.load(path)
     image, text, scale = _features()
     whole = open_clip.ClipLoss()(image, text, scale)
     for local in (False, True):
@@ -92,3 +111,7 @@ def test_two_gloo_processes_equal_open_clip_and_one_process():
             assert abs(sum(per_rank) / 2 - float(whole)) <= 1e-5
         else:
             assert all(abs(v - float(whole)) <= 1e-5 for v in per_rank)
+
+
+if __name__ == '__main__':
+    _run_two_ranks(sys.argv[1])
