@@ -1,5 +1,6 @@
 from mmlocat.utils.hosts import is_installed
 from .box_transforms import KeepOriginalBoxes, ResizeEdgeWithBoxes
+from .caption_shards import WebDatasetCaptionDataset
 from .caption_transforms import TokenizeCaption, build_open_clip_tokenizer
 from .captions import BaseCaptionDataset, CocoCaptionDataset, TsvCaptionDataset
 from .coco20k import make_coco20k, read_image_list
@@ -21,9 +22,9 @@ __all__ = [
     'make_ov_coco_split', 'make_ov_coco_files', 'make_ov_lvis_base',
     'make_ov_lvis_files', 'build_class_embeddings', 'load_text_embeddings',
     'save_text_embeddings', 'BaseCaptionDataset', 'CocoCaptionDataset',
-    'TsvCaptionDataset', 'TokenizeCaption', 'build_open_clip_tokenizer',
-    'save_text_embeddings', 'COCO_OBJECT_CLASSES', 'coco_object_map',
-    'convert_coco_object', 'make_coco20k', 'read_image_list'
+    'TsvCaptionDataset', 'WebDatasetCaptionDataset', 'TokenizeCaption',
+    'build_open_clip_tokenizer', 'save_text_embeddings', 'COCO_OBJECT_CLASSES',
+    'coco_object_map', 'convert_coco_object', 'make_coco20k', 'read_image_list'
 ]
 
 # The COCO-Object segmentation dataset needs mmseg.

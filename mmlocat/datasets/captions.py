@@ -4,8 +4,8 @@ Two on-disk formats users have: COCO Captions JSON (``captions_*.json``:
 ``images`` with ``id`` / ``file_name``, ``annotations`` with ``image_id`` /
 ``caption``) and a CC3M-style TSV (``path<TAB>caption`` per line, optionally
 with a header naming the columns, as open_clip's ``CsvDataset``).
-Webdataset tar shards are not supported (``webdataset`` is not a
-dependency).
+Webdataset tar shards: :mod:`mmlocat.datasets.caption_shards` (needs the
+optional ``webdataset``).
 
 Missing images are never skipped silently: ``missing_images='error'``
 (default) refuses the file, ``'skip'`` drops them with a warning that counts
@@ -62,9 +62,21 @@ class BaseCaptionDataset(BaseDataset):
         """The ``(image, caption, where)`` pairs of ``self.ann_file``."""
         raise NotImplementedError
 
-    def load_data_list(self) -> List[dict]:
+    def check_ann_file(self) -> None:
+        """Raise if ``self.ann_file`` cannot be read."""
         if not osp.isfile(self.ann_file):
             raise FileNotFoundError(f'caption file not found: {self.ann_file}')
+
+    def image_exists(self, path: str) -> bool:
+        """Whether the image of a pair (prefix joined) exists."""
+        return osp.isfile(path)
+
+    def image_fields(self, path: str) -> dict:
+        """Item fields that locate the image (``img_path`` here)."""
+        return dict(img_path=path)
+
+    def load_data_list(self) -> List[dict]:
+        self.check_ann_file()
         pairs = self.read_pairs()
         if not pairs:
             raise ValueError(f'{self.ann_file} holds no captions')
@@ -76,7 +88,7 @@ class BaseCaptionDataset(BaseDataset):
                                  f'{where} (image {path!r})')
             by_image.setdefault(osp.join(prefix, path),
                                 []).append(caption.strip())
-        missing = [p for p in by_image if not osp.isfile(p)]
+        missing = [p for p in by_image if not self.image_exists(p)]
         if missing:
             msg = (f'{self.ann_file}: {len(missing)} of {len(by_image)} '
                    f'images not found, e.g. {missing[:5]}')
@@ -94,13 +106,12 @@ class BaseCaptionDataset(BaseDataset):
                 raise FileNotFoundError(msg + ': no image left')
         data_list = []
         for img_id, (path, captions) in enumerate(by_image.items()):
+            where = self.image_fields(path)
             if self.group_by_image:
-                data_list.append(
-                    dict(img_path=path, captions=captions, img_id=img_id))
+                data_list.append(dict(where, captions=captions, img_id=img_id))
             else:
                 data_list.extend(
-                    dict(img_path=path, caption=c, img_id=img_id)
-                    for c in captions)
+                    dict(where, caption=c, img_id=img_id) for c in captions)
         return data_list
 
 

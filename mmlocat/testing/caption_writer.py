@@ -11,7 +11,10 @@ CLIP learns to match them. Layout under ``root``::
     annotations/{train,val}.tsv                  (path<TAB>caption)
     zeroshot/val/<colour>_<shape>/*.JPEG         (ImageNet folder)
     zeroshot/meta/val.txt, zeroshot/meta/classes.txt   ("red star", ...)
+    shards/{train,val}-000000.tar ...   (with ``shards=N``: webdataset
+                                         tar shards, ``key.jpg`` + ``key.txt``)
 """
+import json
 import os
 import os.path as osp
 from typing import Dict, List, Tuple
@@ -26,7 +29,7 @@ __all__ = [
     'CAPTION_BACKGROUNDS', 'caption_class_names', 'write_captions'
 ]
 
-CAPTIONS_OWNED = ('train2017', 'val2017', 'annotations', 'zeroshot')
+CAPTIONS_OWNED = ('train2017', 'val2017', 'annotations', 'zeroshot', 'shards')
 CAPTION_COLOURS = dict(
     red=(220, 30, 30),
     green=(30, 190, 40),
@@ -111,6 +114,34 @@ def _write_split(root: str, split: str, num: int, hw: Tuple[int, int],
         f.write(''.join(tsv))
 
 
+def _write_shards(root: str, split: str, num: int, shards: int) -> str:
+    """The split's images (the same JPEG bytes) and captions, one caption
+    a line in ``key.txt``, as ``shards`` webdataset tar shards written by
+    webdataset's own ``TarWriter``; returns the shard list pattern."""
+    from mmlocat.datasets.caption_shards import import_webdataset
+    wds = import_webdataset()
+    folder = f'{split}2017'
+    with open(osp.join(root, 'annotations', f'captions_{folder}.json')) as f:
+        captions: Dict[int, List[str]] = {}
+        for ann in json.load(f)['annotations']:
+            captions.setdefault(ann['image_id'], []).append(ann['caption'])
+    os.makedirs(osp.join(root, 'shards'), exist_ok=True)
+    per_shard = -(-num // shards)
+    for k in range(shards):
+        path = osp.join(root, 'shards', f'{split}-{k:06d}.tar')
+        # mtime fixed: same arguments, same bytes
+        with wds.TarWriter(path, mtime=0.0) as sink:
+            for i in range(k * per_shard, min(num, (k + 1) * per_shard)):
+                with open(osp.join(root, folder, f'{i:06d}.jpg'), 'rb') as f:
+                    jpg = f.read()
+                sink.write({
+                    '__key__': f'{i:06d}',
+                    'jpg': jpg,
+                    'txt': '\n'.join(captions[i])
+                })
+    return f'shards/{split}-{{000000..{shards - 1:06d}}}.tar'
+
+
 def _write_zeroshot(root: str, per_class: int, hw: Tuple[int, int],
                     seed: int) -> None:
     names = caption_class_names()
@@ -138,7 +169,8 @@ def write_captions(root: str,
                    num_val: int,
                    img_size: Tuple[int, int],
                    seed: int,
-                   zeroshot_per_class: int = 2) -> Dict:
+                   zeroshot_per_class: int = 2,
+                   shards: int = 0) -> Dict:
     """Write the captioned train / val sets and the zero-shot folder.
 
     Args:
@@ -150,15 +182,25 @@ def write_captions(root: str,
         seed: Same seed, same bytes.
         zeroshot_per_class: Zero-shot images per ``'<colour> <shape>'``
             class.
+        shards: Also write each split as this many webdataset shards
+            (needs ``webdataset``; 0: none).
     """
     hw = check_sizes(num_train, num_val, img_size)
     if zeroshot_per_class < 1:
         raise ValueError(f'zeroshot_per_class must be >= 1, got '
                          f'{zeroshot_per_class}')
+    if not 0 <= shards <= min(num_train, num_val):
+        raise ValueError(f'shards must be in [0, {min(num_train, num_val)}]'
+                         f' (one image each at least), got {shards}')
     _write_split(root, 'train', num_train, hw, seed)
     _write_split(root, 'val', num_val, hw, seed)
     _write_zeroshot(root, zeroshot_per_class, hw, seed)
+    extra = {
+        f'{split}_shards': _write_shards(root, split, num, shards)
+        for split, num in (('train', num_train), ('val', num_val))
+    } if shards else {}
     return dict(
+        **extra,
         data_root=root,
         train_ann_file='annotations/captions_train2017.json',
         val_ann_file='annotations/captions_val2017.json',

@@ -1,12 +1,11 @@
 """Caption datasets (COCO Captions JSON, TSV) and caption tokenisation."""
 import json
-import logging
 import os.path as osp
 
 import open_clip
 import pytest
 import torch
-from mmengine.logging import MMLogger
+from mm_warnings import logged_warnings
 
 import mmlocat  # noqa: F401
 from mmlocat.datasets import (CocoCaptionDataset, TokenizeCaption,
@@ -78,20 +77,12 @@ def test_missing_images_refused_or_skipped_with_a_count(tmp_path, captions):
             match=r'2 of 8 images not found.*gone.jpg.*lost.jpg'
             r".*missing_images='skip'"):
         CocoCaptionDataset(ann_file=ann, data_prefix=dict(img_path=prefix))
-    logger = MMLogger.get_current_instance()
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    logger.addHandler(handler)
-    try:
+    with logged_warnings() as warned:
         data = CocoCaptionDataset(
             ann_file=ann,
             data_prefix=dict(img_path=prefix),
             missing_images='skip')
-    finally:
-        logger.removeHandler(handler)
     assert len(data) == 12
-    warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
     assert any('2 of 8 images not found' in m and 'gone.jpg' in m
                and '6 images kept' in m for m in warned), warned
     with pytest.raises(ValueError, match='missing_images must be one of'):

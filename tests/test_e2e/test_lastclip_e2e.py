@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
-from tiny_clip import EMBED, TOWER, write_tiny_clip_config
+from tiny_clip import (EMBED, TOWER, write_tiny_clip_config,
+                       write_tiny_zero_shot_config)
 from tiny_cls import probe_env
 
 from mmlocat.datasets.text_embeddings import (build_class_embeddings,
@@ -127,9 +128,10 @@ def test_resume_continues_bit_identically(trained, repo_root, subprocess_env):
         assert value == trained['losses'][key], key
 
 
-def _class_embeddings(config, checkpoint, path):
+def _class_embeddings(config, checkpoint, path, names=None, templates=None):
     """Class embeddings of the trained text tower, with the library
-    function behind tools/misc/dump_text_embeddings.py."""
+    function behind tools/misc/dump_text_embeddings.py (the generated
+    shapes and their backgrounds unless ``names`` / ``templates``)."""
     from mmengine.runner import load_checkpoint
 
     from mmlocat.datasets import TokenizeCaption
@@ -146,9 +148,13 @@ def _class_embeddings(config, checkpoint, path):
         with torch.no_grad():
             return model.encode_text(tokens)
 
-    templates = [f'a {{}} on a {bg}' for bg in CAPTION_BACKGROUNDS]
+    if templates is None:
+        templates = [f'a {{}} on a {bg}' for bg in CAPTION_BACKGROUNDS]
     emb, names = build_class_embeddings(
-        caption_class_names(), encode, templates, prompt_style='plain')
+        names or caption_class_names(),
+        encode,
+        templates,
+        prompt_style='plain')
     return save_text_embeddings(path, emb, names)
 
 
@@ -220,36 +226,49 @@ def _tiny_fvit(backbone_ckpt, emb):
     return cfg
 
 
-@pytest.mark.timeout(600)
-def test_converted_tower_loads_into_ov_coco_fvit(trained, repo_root,
-                                                 subprocess_env):
-    from mmdet.registry import MODELS as MMDET_MODELS
-    from mmengine.registry import init_default_scope
-
-    from mmlocat.datasets import OV_COCO_CLASSES
+@pytest.fixture(scope='module')
+def converted(trained, repo_root, subprocess_env):
+    """The trained checkpoint and its lastclip2mmlocat conversion."""
     src = osp.join(trained['work'], f'iter_{ITERS}.pth')
     dst = str(trained['tmp'] / 'last-clip-vit-tiny_mmlocat.pth')
     _run([
         sys.executable, 'tools/model_converters/lastclip2mmlocat.py', src, dst
     ], subprocess_env, repo_root)
+    return src, dst
+
+
+def _trained_tower(src):
+    """``image_encoder.*`` of the training checkpoint, prefix removed."""
+    from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
+    allow_mmengine_checkpoint_globals()
+    state = torch.load(src, map_location='cpu', weights_only=True)
+    return {
+        k[len('image_encoder.'):]: v
+        for k, v in state['state_dict'].items()
+        if k.startswith('image_encoder.')
+    }
+
+
+def _assert_bit_equal(loaded, trained_tower):
+    assert loaded.keys() == trained_tower.keys()
+    for key, value in trained_tower.items():
+        torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
+
+
+@pytest.mark.timeout(600)
+def test_converted_tower_loads_into_ov_coco_fvit(trained, converted):
+    from mmdet.registry import MODELS as MMDET_MODELS
+    from mmengine.registry import init_default_scope
+
+    from mmlocat.datasets import OV_COCO_CLASSES
+    src, dst = converted
     rows = list(OV_COCO_CLASSES) + ['background']
     emb = np.random.RandomState(0).randn(len(rows), EMBED).astype('float32')
     emb_path = save_text_embeddings(str(trained['tmp'] / 'ov.npy'), emb, rows)
     init_default_scope('mmdet')
     detector = MMDET_MODELS.build(_tiny_fvit(dst, emb_path).model)
     detector.init_weights()
-    from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
-    allow_mmengine_checkpoint_globals()
-    state = torch.load(src, map_location='cpu', weights_only=True)
-    trained_tower = {
-        k[len('image_encoder.'):]: v
-        for k, v in state['state_dict'].items()
-        if k.startswith('image_encoder.')
-    }
-    loaded = detector.backbone.state_dict()
-    assert loaded.keys() == trained_tower.keys()
-    for key, value in trained_tower.items():
-        torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
+    _assert_bit_equal(detector.backbone.state_dict(), _trained_tower(src))
     assert detector.backbone.act == 'gelu'  # recorded by the converter
     # the text tower was trained too: embeddings that claim the original
     # CLIP are refused by F-ViT's provenance check
@@ -260,6 +279,58 @@ def test_converted_tower_loads_into_ov_coco_fvit(trained, repo_root,
         text_model=dict(name='ViT-B-16'))
     with pytest.raises(ValueError, match=f'lastclip:iter_{ITERS}.pth'):
         MMDET_MODELS.build(_tiny_fvit(dst, claimed).model)
+
+
+@pytest.mark.timeout(600)
+def test_converted_tower_loads_into_zero_shot_seg(trained, converted, tmp_path,
+                                                  repo_root, subprocess_env):
+    """The converted file in the shipped zero-shot config's layout: the
+    config's ``init_cfg`` loads it bit-equal, and ``tools/test.py`` with it
+    as the checkpoint (the README's command) loads every key and scores
+    generated VOC20 with class embeddings of the trained text tower."""
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import MODELS as MMSEG_MODELS
+
+    from mmlocat.datasets.text_embeddings import TEMPLATE_SETS
+    from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
+    src, dst = converted
+    emb = _class_embeddings(
+        trained['config'],
+        src,
+        str(tmp_path / 'voc20.npy'),
+        names=list(VOC_CLASSES),
+        templates=TEMPLATE_SETS['imagenet80'][:4])
+    paths = generate('pascal_voc', str(tmp_path / 'voc'), 1, 3, (40, 56))
+    config = write_tiny_zero_shot_config(
+        str(tmp_path / 'zs.py'), repo_root, dst, emb, paths['data_root'])
+    init_default_scope('mmseg')
+    segmentor = MMSEG_MODELS.build(Config.fromfile(config).model)
+    segmentor.init_weights()
+    tower = _trained_tower(src)
+    _assert_bit_equal(segmentor.backbone.state_dict(), tower)
+    # the act the converter recorded from the training config
+    assert segmentor.backbone.act == 'gelu'
+    # the shipped act (OpenAI CLIP's QuickGELU) is refused for this tower
+    shipped_act = write_tiny_zero_shot_config(
+        str(tmp_path / 'zs_quick.py'),
+        repo_root,
+        dst,
+        emb,
+        paths['data_root'],
+        act='quick_gelu')
+    refused = "act='gelu' but this CLIPViT has act='quick_gelu'"
+    with pytest.raises(ValueError, match=refused):
+        MMSEG_MODELS.build(Config.fromfile(shipped_act).model).init_weights()
+    out = _run([
+        sys.executable, 'tools/test.py', config, dst, '--work-dir',
+        str(tmp_path / 'work')
+    ], subprocess_env, repo_root)
+    # tools/test.py's strict load report: the whole tower, nothing else
+    n = len(tower)
+    assert (f'loaded {n} of {n} tensors of {dst} into ZeroShotSegmentor; '
+            'missing keys (0)') in out
+    assert 0 <= _metric(out, 'mIoU') <= 100
+    assert re.search(r'\|\s+aeroplane\s+\|', out)
 
 
 def _free_port():

@@ -4,11 +4,12 @@ A 4-block, 32-d ``CLIPViT`` (16-d joint space, 32 px, 8-px patches,
 LazyStrike K = N/2) and a random-init open_clip text tower from a tiny
 open_clip model config (32-d, 2 blocks, CLIP's 77-token BPE so the shipped
 tokenizer step is used unchanged), trained on
-``mmlocat.testing.generate('captions', ...)``.
+``mmlocat.testing.generate('captions', ...)``; and the shipped LaSt-CLIP
+B/16 zero-shot segmentation config shrunk to that tower.
 """
 import os.path as osp
 import pprint
-from typing import Optional
+from typing import Optional, Sequence
 
 SHIPPED = 'configs/last/clip_last-b16_8xb64_coco-caption.py'
 EMBED = 16
@@ -117,13 +118,58 @@ def write_tiny_clip_config(path: str,
         overrides['custom_hooks'] = [dict(type='TrainProbeHook')]
     overrides.update(extra or {})
     imports = ['mmlocat'] + (['train_probe'] if probe else [])
-    lines = [
-        f'_base_ = {osp.join(repo_root, SHIPPED)!r}',
+    return _write_derived(path, osp.join(repo_root, SHIPPED), overrides, [
         f'custom_imports = dict(imports={imports!r}, '
         'allow_failed_imports=False)'
-    ]
+    ])
+
+
+def _write_derived(path: str,
+                   base: str,
+                   overrides: dict,
+                   lines: Sequence[str] = ()) -> str:
+    """``_base_ = base``, then ``lines``, then one line per override."""
+    lines = [f'_base_ = {base!r}', *lines]
     for key, value in overrides.items():
         lines.append(f'{key} = {pprint.pformat(value, width=72)}')
     with open(path, 'w', encoding='utf-8') as f:
         f.write('\n'.join(lines) + '\n')
     return path
+
+
+ZERO_SHOT = 'configs/last/zeroshot_last-clip-b16_voc20.py'
+
+
+def write_tiny_zero_shot_config(path: str,
+                                repo_root: str,
+                                checkpoint: str,
+                                embeddings: str,
+                                data_root: str,
+                                act: Optional[str] = None) -> str:
+    """Write the shipped LaSt-CLIP B/16 VOC20 zero-shot config with the
+    :data:`TOWER` image tower (32 px, 8-px patches) loading ``checkpoint``
+    (the converter's file, through the shipped ``init_cfg``), 32-px slide
+    windows and short side 40; ``act=None`` follows the checkpoint's
+    recorded activation (the shipped config pins OpenAI's QuickGELU)."""
+    overrides = dict(
+        model=dict(
+            backbone=dict(
+                arch=dict(_delete_=True, **TOWER),
+                img_size=32,
+                patch_size=8,
+                act=act,
+                init_cfg=dict(checkpoint=checkpoint)),
+            text_embeddings=embeddings,
+            test_cfg=dict(crop_size=(32, 32), stride=(16, 16))),
+        test_dataloader=dict(
+            num_workers=0,
+            persistent_workers=False,
+            dataset=dict(
+                data_root=data_root,
+                pipeline=[
+                    dict(type='LoadImageFromFile'),
+                    dict(type='Resize', scale=(2048, 40), keep_ratio=True),
+                    dict(type='LoadAnnotations'),
+                    dict(type='PackSegInputs')
+                ])))
+    return _write_derived(path, osp.join(repo_root, ZERO_SHOT), overrides)

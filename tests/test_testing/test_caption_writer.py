@@ -1,7 +1,9 @@
 """The generated captioned shapes: layout, captions, and learnable."""
 import os.path as osp
+import tarfile
 
 import numpy as np
+import pytest
 import torch
 from mmpretrain.structures import DataSample
 from PIL import Image
@@ -47,6 +49,26 @@ def test_layout_and_captions(tmp_path):
         image = np.asarray(Image.open(item['img_path']))
         assert image.shape == (32, 32, 3)
     assert len(looks) == 16  # every colour x shape in 16 images
+
+
+def test_shards_split_the_images_and_are_reproducible(tmp_path):
+    runs = [
+        generate('captions', str(tmp_path / name), 5, 2, (16, 16), shards=2)
+        for name in ('a', 'b')
+    ]
+    assert runs[0]['train_shards'] == 'shards/train-{000000..000001}.tar'
+    for name in ('train-000000', 'train-000001', 'val-000000', 'val-000001'):
+        a, b = (
+            osp.join(r['data_root'], 'shards', f'{name}.tar') for r in runs)
+        with open(a, 'rb') as fa, open(b, 'rb') as fb:
+            assert fa.read() == fb.read(), name
+        with tarfile.open(a) as tar:
+            members = tar.getnames()
+        # 5 train images over 2 shards: 3 + 2; val: 1 + 1
+        count = dict(zip(['train-000000', 'train-000001'], [3, 2]))
+        assert len(members) == 2 * count.get(name, 1), members
+    with pytest.raises(ValueError, match=r'shards must be in \[0, 2\]'):
+        generate('captions', str(tmp_path / 'c'), 5, 2, (16, 16), shards=3)
 
 
 def test_a_tiny_clip_learns_it(tmp_path):

@@ -1,0 +1,188 @@
+"""Image-caption pairs from webdataset tar shards, map-style for mmengine.
+
+webdataset's layout (https://github.com/webdataset/webdataset): each
+sample is the tar members sharing a key, here ``key.jpg`` (or another
+image extension of webdataset's decoder, e.g. ``key.png``) and
+``key.txt`` (the caption, UTF-8), as img2dataset / open_clip write them.
+The shard list is webdataset's notation (braces, ``::``), expanded by
+webdataset itself; keys are split from extensions by webdataset's rule.
+Each shard is indexed once (member headers only, with :mod:`tarfile`) and
+an item's image is read by offset, so mmengine samplers, resuming and
+``group_by_image`` work as for the other caption datasets, with their
+rules: missing images refused or skipped with a count, empty captions
+refused.
+"""
+import os.path as osp
+import tarfile
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import mmcv
+
+from mmlocat.registry import DATASETS
+from .captions import BaseCaptionDataset, Pair
+
+__all__ = ['WebDatasetCaptionDataset']
+
+# The pipeline step the dataset replaces (it decodes the image itself).
+FILE_LOADERS = ('LoadImageFromFile', )
+
+
+def import_webdataset():
+    """``webdataset``, or an ImportError that says how to get it."""
+    try:
+        import webdataset
+    except ImportError as err:
+        raise ImportError(
+            'mmlocat.WebDatasetCaptionDataset reads webdataset tar shards '
+            'and needs the webdataset package (pip install webdataset); '
+            'or use CocoCaptionDataset / TsvCaptionDataset') from err
+    return webdataset
+
+
+def _loader_steps(pipeline: Sequence) -> List[str]:
+    steps = []
+    for step in pipeline:
+        kind = step.get('type') if isinstance(step, dict) else type(step)
+        name = kind if isinstance(kind, str) else getattr(kind, '__name__', '')
+        if name.split('.')[-1] in FILE_LOADERS:
+            steps.append(name)
+    return steps
+
+
+@DATASETS.register_module()
+class WebDatasetCaptionDataset(BaseCaptionDataset):
+    """Captioned images in webdataset tar shards.
+
+    The image is decoded by the dataset (the bytes in the shard, with
+    ``mmcv.imfrombytes`` as ``LoadImageFromFile`` would), so the pipeline
+    starts after loading: a ``LoadImageFromFile`` step is refused. Items
+    carry ``img``, ``img_shape``, ``ori_shape`` and ``img_path``
+    (``'<shard>/<member>'``, for the log and the metas).
+
+    Example::
+
+        dict(type='mmlocat.WebDatasetCaptionDataset', data_root='data/cc3m',
+             ann_file='shards/cc3m-train-{0000..0575}.tar',
+             pipeline=[dict(type='RandomResizedCrop', scale=224), ...])
+
+    Args:
+        ann_file: Shard list in webdataset's notation, e.g.
+            ``'shards/train-{000000..000009}.tar'`` (under ``data_root``
+            when relative).
+        split_lines: Every non-empty line of ``key.txt`` is one caption of
+            the image (COCO-style several captions). Default: the whole
+            file is one caption, as open_clip's webdataset loader reads it.
+        color_type: ``mmcv.imfrombytes`` flag (``LoadImageFromFile``'s
+            ``color_type``).
+        imdecode_backend: ``mmcv.imfrombytes`` backend.
+        **kwargs: :class:`BaseCaptionDataset` arguments
+            (``missing_images``, ``group_by_image``, ...).
+    """
+
+    def __init__(self,
+                 ann_file: str,
+                 split_lines: bool = False,
+                 color_type: str = 'color',
+                 imdecode_backend: str = 'cv2',
+                 pipeline: Sequence = (),
+                 **kwargs) -> None:
+        import_webdataset()  # the clear error before anything else
+        loaders = _loader_steps(pipeline)
+        if loaders:
+            raise ValueError(
+                f'WebDatasetCaptionDataset decodes the images from the shards '
+                f'itself: remove {loaders} from its pipeline')
+        self.split_lines = split_lines
+        self.color_type = color_type
+        self.imdecode_backend = imdecode_backend
+        # '<shard>/<member>' -> (shard, data offset, size)
+        self._members: Dict[str, Tuple[str, int, int]] = {}
+        super().__init__(ann_file=ann_file, pipeline=list(pipeline), **kwargs)
+
+    def shards(self) -> List[str]:
+        """The expanded shard paths (webdataset's notation)."""
+        return list(import_webdataset().shardlists.expand_urls(self.ann_file))
+
+    def load_data_list(self) -> List[dict]:
+        data_list = super().load_data_list()
+        self._members = {}  # the items hold the locations now
+        return data_list
+
+    def check_ann_file(self) -> None:
+        missing = [s for s in self.shards() if not osp.isfile(s)]
+        if missing:
+            raise FileNotFoundError(
+                f'{len(missing)} webdataset shard(s) of {self.ann_file} not '
+                f'found, e.g. {missing[:5]}')
+
+    def _index(self, shard: str) -> 'Dict[str, Dict[str, tarfile.TarInfo]]':
+        """key -> extension -> member, in shard order."""
+        samples: Dict[str, Dict[str, tarfile.TarInfo]] = {}
+        base_plus_ext = import_webdataset().tariterators.base_plus_ext
+        try:
+            with tarfile.open(shard, mode='r:') as tar:
+                for info in tar:
+                    if not info.isfile():
+                        continue
+                    key, ext = base_plus_ext(info.name)
+                    if key is None:
+                        continue  # no extension: not a sample member
+                    sample = samples.setdefault(key, {})
+                    if ext.lower() in sample:
+                        raise ValueError(
+                            f'{shard}: member {info.name!r} repeats sample '
+                            f'{key!r} (webdataset keys are unique)')
+                    sample[ext.lower()] = info
+        except tarfile.TarError as err:
+            raise ValueError(f'{shard} is not an uncompressed tar shard: '
+                             f'{err}') from None
+        return samples
+
+    def _caption(self, shard: str, info: Optional[tarfile.TarInfo]) -> List:
+        if info is None:
+            return ['']
+        with open(shard, 'rb') as f:
+            f.seek(info.offset_data)
+            text = f.read(info.size).decode('utf-8')
+        if not self.split_lines:
+            return [text]
+        return [line for line in text.splitlines() if line.strip()] or ['']
+
+    def read_pairs(self) -> List[Pair]:
+        images = tuple(import_webdataset().autodecode.IMAGE_EXTENSIONS)
+        pairs = []
+        for shard in self.shards():
+            samples = self._index(shard)
+            if not samples:
+                raise ValueError(f'{shard} holds no webdataset samples')
+            for key, members in samples.items():
+                found = [e for e in images if e in members]
+                if found:
+                    info = members[found[0]]
+                    path = f'{shard}/{info.name}'
+                    self._members[path] = (shard, info.offset_data, info.size)
+                else:  # named by its key; image_exists() says no
+                    path = f'{shard}/{key}.<no image: {sorted(members)}>'
+                for caption in self._caption(shard, members.get('txt')):
+                    pairs.append(
+                        (path, caption, f'{osp.basename(shard)} key {key!r}'))
+        return pairs
+
+    def image_exists(self, path: str) -> bool:
+        return path in self._members
+
+    def image_fields(self, path: str) -> dict:
+        shard, offset, size = self._members[path]
+        return dict(img_path=path, shard=shard, offset=offset, size=size)
+
+    def get_data_info(self, idx: int) -> dict:
+        info = super().get_data_info(idx)
+        with open(info['shard'], 'rb') as f:
+            f.seek(info['offset'])
+            data = f.read(info['size'])
+        img = mmcv.imfrombytes(
+            data, flag=self.color_type, backend=self.imdecode_backend)
+        if img is None:
+            raise ValueError(f'cannot decode the image {info["img_path"]}')
+        info.update(img=img, img_shape=img.shape[:2], ori_shape=img.shape[:2])
+        return info

@@ -1,0 +1,198 @@
+"""Caption pairs from webdataset tar shards (``WebDatasetCaptionDataset``)."""
+import io
+import os.path as osp
+import pickle
+import sys
+
+import numpy as np
+import pytest
+import torch
+import webdataset as wds
+from mm_warnings import logged_warnings
+from mmcv.transforms import LoadImageFromFile
+from PIL import Image
+
+import mmlocat  # noqa: F401
+from mmlocat.datasets import (CocoCaptionDataset, TsvCaptionDataset,
+                              WebDatasetCaptionDataset)
+from mmlocat.testing import generate
+
+
+@pytest.fixture(scope='module')
+def captions(tmp_path_factory):
+    return generate(
+        'captions',
+        str(tmp_path_factory.mktemp('cap')),
+        6,
+        3, (32, 32),
+        shards=2)
+
+
+def _shards(paths, **kwargs):
+    return WebDatasetCaptionDataset(
+        data_root=paths['data_root'],
+        ann_file=paths['train_shards'],
+        split_lines=True,
+        **kwargs)
+
+
+def test_coco_tsv_and_shards_give_the_same_pairs(captions):
+    root = captions['data_root']
+    coco = CocoCaptionDataset(
+        data_root=root,
+        ann_file=captions['train_ann_file'],
+        data_prefix=dict(img_path=captions['train_prefix']))
+    tsv = TsvCaptionDataset(data_root=root, ann_file=captions['train_tsv'])
+    shards = _shards(captions)
+    assert len(coco) == len(tsv) == len(shards) == 12  # 6 images x 2
+    load = LoadImageFromFile()
+    for a, b, c in zip(coco, tsv, shards):
+        assert a['caption'] == b['caption'] == c['caption']
+        assert a['img_id'] == b['img_id'] == c['img_id']
+        assert osp.samefile(a['img_path'], b['img_path'])
+        # the shard's member is the same file: same pixels as the loader's
+        assert c['img_path'].endswith(osp.basename(a['img_path']))
+        np.testing.assert_array_equal(
+            c['img'],
+            load(dict(img_path=a['img_path']))['img'])
+        assert c['img_shape'] == c['ori_shape'] == (32, 32)
+    grouped = _shards(captions, group_by_image=True)
+    assert [g['captions'] for g in grouped
+            ] == [[coco[2 * i]['caption'], coco[2 * i + 1]['caption']]
+                  for i in range(6)]
+    # webdataset's own (iterable) reader sees the same samples
+    urls = osp.join(root, captions['train_shards'])
+    ref = list(wds.WebDataset(urls, shardshuffle=False))
+    assert [s['__key__'] for s in ref] == [f'{i:06d}' for i in range(6)]
+    assert [s['txt'].decode().split('\n')
+            for s in ref] == [g['captions'] for g in grouped]
+    # open_clip's reading (the whole key.txt one caption) is the default
+    whole = WebDatasetCaptionDataset(
+        data_root=root, ann_file=captions['val_shards'])
+    assert len(whole) == 3
+    assert whole[0]['caption'] == _joined_val_captions(captions)
+
+
+def _joined_val_captions(captions):
+    val = CocoCaptionDataset(
+        data_root=captions['data_root'],
+        ann_file=captions['val_ann_file'],
+        data_prefix=dict(img_path=captions['val_prefix']),
+        group_by_image=True)
+    return '\n'.join(val[0]['captions'])
+
+
+def test_pipeline_runs_without_a_file_loader(captions):
+    pipeline = [
+        dict(type='mmpretrain.Resize', scale=(16, 16)),
+        dict(type='mmlocat.TokenizeCaption', model_name='ViT-B-16'),
+        dict(type='mmpretrain.PackInputs', algorithm_keys=['text_tokens'])
+    ]
+    item = _shards(captions, pipeline=pipeline)[0]
+    assert item['inputs'].shape == (3, 16, 16)
+    assert item['data_samples'].text_tokens.dtype == torch.long
+    with pytest.raises(ValueError, match=r"remove \['LoadImageFromFile'\]"):
+        _shards(captions, pipeline=[dict(type='LoadImageFromFile')])
+
+
+def test_shipped_recipe_reads_shards(captions, tmp_path, repo_root):
+    """The README's override of the shipped LaSt-CLIP B/16 recipe, and a
+    pickled copy (spawned data workers) reads the same."""
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+
+    from mmlocat.registry import DATASETS
+    config = tmp_path / 'shards.py'
+    shipped = osp.join(repo_root, 'configs/last/clip_last-b16_8xb64_'
+                       'coco-caption.py')
+    config.write_text(f"""_base_ = {shipped!r}
+train_dataloader = dict(
+    dataset=dict(
+        _delete_=True,
+        type='mmlocat.WebDatasetCaptionDataset',
+        data_root={captions['data_root']!r},
+        ann_file={captions['train_shards']!r},
+        pipeline=_base_.train_pipeline[1:]))
+""")
+    init_default_scope('mmpretrain')
+    data = DATASETS.build(
+        Config.fromfile(str(config)).train_dataloader.dataset)
+    item = data[0]
+    assert item['inputs'].shape == (3, 224, 224)
+    assert item['data_samples'].text_tokens.shape == (77, )
+    copy = pickle.loads(pickle.dumps(data))
+    assert copy.get_data_info(3)['caption'] == data.get_data_info(3)['caption']
+
+
+def _write(path, samples):
+    with wds.TarWriter(str(path)) as sink:
+        for sample in samples:
+            sink.write(sample)
+    return str(path)
+
+
+def _jpg(captions):
+    with open(osp.join(captions['data_root'], 'train2017/000000.jpg'),
+              'rb') as f:
+        return f.read()
+
+
+def _png():
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((8, 12, 3), np.uint8)).save(buf, format='PNG')
+    return buf.getvalue()
+
+
+def test_missing_images_refused_or_skipped_with_a_count(tmp_path, captions):
+    jpg = _jpg(captions)
+    shard = _write(tmp_path / 'part.tar', [
+        dict(__key__='a', jpg=jpg, txt='a red star'),
+        dict(__key__='b', txt='no picture'),
+        dict(__key__='c', png=_png(), txt='a png member'),
+    ])
+    with pytest.raises(
+            FileNotFoundError,
+            match=r"1 of 3 images not found.*part.tar/b.<no image: \['txt'\]>"
+            r".*missing_images='skip'"):
+        WebDatasetCaptionDataset(ann_file=shard)
+    with logged_warnings() as warned:
+        data = WebDatasetCaptionDataset(ann_file=shard, missing_images='skip')
+    assert [d['caption'] for d in data] == ['a red star', 'a png member']
+    assert data[1]['img'].shape == (8, 12, 3)
+    assert any('1 of 3 images not found' in m and '2 images kept' in m
+               for m in warned), warned
+
+
+def test_empty_captions_and_bad_shards_are_errors(tmp_path, captions):
+    jpg = _jpg(captions)
+    shard = _write(tmp_path / 'empty.tar', [
+        dict(__key__='a', jpg=jpg, txt='fine'),
+        dict(__key__='b', jpg=jpg, txt='  \n'),
+    ])
+    with pytest.raises(ValueError, match="empty caption at empty.tar key 'b'"):
+        WebDatasetCaptionDataset(ann_file=shard)
+    with pytest.raises(ValueError, match="empty caption at empty.tar key 'b'"):
+        WebDatasetCaptionDataset(ann_file=shard, split_lines=True)
+    shard = _write(tmp_path / 'notxt.tar', [dict(__key__='a', jpg=jpg)])
+    with pytest.raises(ValueError, match="empty caption at notxt.tar key 'a'"):
+        WebDatasetCaptionDataset(ann_file=shard)
+    with pytest.raises(
+            FileNotFoundError, match=r'1 webdataset shard.*gone-000001.tar'):
+        WebDatasetCaptionDataset(
+            ann_file=str(tmp_path / 'empty.tar::') +
+            str(tmp_path / 'gone-{000001..000001}.tar'))
+    bad = tmp_path / 'bad.tar'
+    bad.write_bytes(b'not a tar file' * 100)
+    with pytest.raises(ValueError, match='bad.tar is not an uncompressed tar'):
+        WebDatasetCaptionDataset(ann_file=str(bad))
+
+
+def test_clear_error_without_webdataset(tmp_path, captions, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'webdataset', None)
+    with pytest.raises(ImportError, match='pip install webdataset'):
+        _shards(captions)
+    with pytest.raises(ImportError, match='pip install webdataset'):
+        generate('captions', str(tmp_path / 'c'), 2, 1, (16, 16), shards=1)
+    # without shards the generator needs no webdataset
+    assert 'train_shards' not in generate('captions', str(tmp_path / 'd'), 2,
+                                          1, (16, 16))
