@@ -10,7 +10,8 @@ What is exported and how (see ``docs/deployment.md``):
   kernel's custom autograd function and FlexAttention's compiled kernels
   have no ONNX form;
 * LazyStrike (LaSt-ViT) with its channel FFT low-pass replaced by the equal
-  real ``D x D`` matrix (:func:`lowpass_as_matmul`): ONNX has no complex
+  real ``D x D`` matrix
+  (:func:`mmlocat.models.layers.lowpass_as_matmul`): ONNX has no complex
   tensors and torch's TorchScript exporter has no ``aten::fft_fft``;
 * a fixed input height and width (the patch grid is a Python integer in
   GAug's distance tables and the position-embedding resize, so the traced
@@ -32,6 +33,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 
+from mmlocat.models.layers import lowpass_as_matmul
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers
 
@@ -81,42 +83,6 @@ def build_export_model(
     if checkpoint is not None:
         check_checkpoint_covers(model, checkpoint)
     return TensorOutput(model).eval(), cfg
-
-
-@contextlib.contextmanager
-def lowpass_as_matmul(channels: Sequence[int]) -> Iterator[None]:
-    """LazyStrike's channel FFT low-pass as a real matrix product.
-
-    The filter is linear along the channel axis, so ``lowpass(x) = x @ M``
-    with ``M = lowpass(I)``, computed here with the FFT itself; inside the
-    block :func:`~mmlocat.models.layers.lazy_strike_pool` uses the matrix
-    (same values to float32 round-off) and exports to ONNX ``MatMul``.
-
-    Args:
-        channels: The channel counts ``D`` to prepare (e.g. the backbone's
-            width).
-    """
-    from mmlocat.models.layers import lazy_strike_pool
-    namespace = lazy_strike_pool.__globals__
-    fft_lowpass = namespace['channel_lowpass']
-    matrices = {
-        (d, w): fft_lowpass(torch.eye(d), w)
-        for d in channels
-        for w in ('code', 'centered')
-    }
-
-    def matmul_lowpass(x: torch.Tensor, window: str = 'code') -> torch.Tensor:
-        key = (int(x.shape[-1]), window)
-        if key not in matrices:
-            raise ValueError(f'lowpass_as_matmul: no matrix for {key[0]} '
-                             f'channels; prepared {sorted(matrices)}')
-        return x.float() @ matrices[key].to(x.device)
-
-    namespace['channel_lowpass'] = matmul_lowpass
-    try:
-        yield
-    finally:
-        namespace['channel_lowpass'] = fft_lowpass
 
 
 @contextlib.contextmanager

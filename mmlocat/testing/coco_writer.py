@@ -24,7 +24,8 @@ from pycocotools import mask as mask_utils
 
 from mmlocat.datasets.ov_coco import make_ov_coco_files
 from .coco_categories import COCO_CATEGORIES, coco_categories
-from .common import check_sizes, dump_json, image_rng, save_jpg
+from .common import (FIXED_DATE, check_sizes, dump_instances_json, image_rng,
+                     save_jpg)
 from .shapes import Scene, draw_scene, tight_box
 
 __all__ = [
@@ -42,7 +43,6 @@ DEFAULT_COCO_CLASSES = ('person', 'car', 'bird', 'bottle', 'chair', 'zebra',
 
 # Image ids of the val split start here so ids are unique across splits.
 VAL_ID_OFFSET = 1000000
-_FIXED_DATE = '2017-01-01 00:00:00'
 
 
 def encode_instance(mask: np.ndarray,
@@ -157,24 +157,14 @@ def write_coco(root: str,
                     f'{file_name}',
                     height=hw[0],
                     width=hw[1],
-                    date_captured=_FIXED_DATE,
+                    date_captured=FIXED_DATE,
                     id=image_id))
             anns += instance_annotations(scene, image_id,
                                          offset * 100 + len(anns), cat_ids,
                                          segm_format)
         ann_file = osp.join(ann_dir, f'instances_{sub}.json')
-        dump_json(
-            ann_file,
-            dict(
-                info=dict(
-                    description='mmlocat tiny synthetic COCO',
-                    version='1.0',
-                    year=2017,
-                    date_created=_FIXED_DATE),
-                licenses=[dict(id=1, name='synthetic', url='')],
-                images=images,
-                annotations=anns,
-                categories=coco_categories()))
+        dump_instances_json(ann_file, 'mmlocat tiny synthetic COCO', images,
+                            anns, coco_categories())
         paths[f'{split}_ann_file'] = f'annotations/instances_{sub}.json'
         paths[f'{split}_img_dir'] = f'{sub}/'
     ov = make_ov_coco_files(ann_dir, ann_dir)

@@ -7,15 +7,18 @@ import json
 import os
 import os.path as osp
 import xml.etree.ElementTree as ET
-from typing import Any, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 from PIL import Image
 
 __all__ = [
-    'image_rng', 'save_jpg', 'save_png', 'dump_json', 'evenly_spaced',
-    'check_sizes', 'add_voc_object'
+    'FIXED_DATE', 'image_rng', 'save_jpg', 'save_png', 'dump_json',
+    'dump_instances_json', 'evenly_spaced', 'check_sizes', 'add_voc_object'
 ]
+
+# The one date written into COCO-style files (no wall clock: deterministic).
+FIXED_DATE = '2017-01-01 00:00:00'
 
 # Index of each split in the per-image seed, so that image i of a split is
 # the same whatever the number of images asked for.
@@ -56,6 +59,26 @@ def dump_json(path: str, obj: Any) -> None:
     _parent(path)
     with open(path, 'w', encoding='utf-8') as f:
         json.dump(obj, f, sort_keys=False, separators=(',', ':'))
+
+
+def dump_instances_json(path: str, description: str, images: List[Dict],
+                        annotations: List[Dict],
+                        categories: List[Dict]) -> None:
+    """Dump a COCO-style instances file (COCO and LVIS v1 share the layout):
+    ``info`` (``description``, :data:`FIXED_DATE`), one synthetic licence,
+    ``images``, ``annotations`` and ``categories``."""
+    dump_json(
+        path,
+        dict(
+            info=dict(
+                description=description,
+                version='1.0',
+                year=2017,
+                date_created=FIXED_DATE),
+            licenses=[dict(id=1, name='synthetic', url='')],
+            images=images,
+            annotations=annotations,
+            categories=categories))
 
 
 def evenly_spaced(num_classes: int, k: int) -> Tuple[int, ...]:

@@ -2,29 +2,110 @@
 
 Shared by the detection tests and the backbone tests that run a tower
 inside F-ViT (CPU, a few ms per step). Needs mmdet.
+
+The config is derived from the shipped configs, not retyped: the model is
+``configs/ovd/_base_/fvit_clip-b16.py`` (with the mask branch of
+``configs/ovd/fvit_clip-b16_ov-lvis.py`` for ``with_mask``), and only the
+tiny bits below change: widths, the input size, proposal / sample counts and
+test thresholds for an untrained model, BN instead of SyncBN (one CPU
+process) and no pre-trained weights. The configs are read from the source
+tree (``<repo>/configs``), which an installed wheel does not ship.
 """
+import copy
+import functools
+import os.path as osp
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
+from mmengine.config import Config
 
 from mmlocat.datasets.text_embeddings import save_text_embeddings
 
 __all__ = [
     'EMBED', 'TINY_ARCH', 'write_embeddings', 'tiny_fvit_cfg',
-    'build_detector', 'det_batch'
+    'build_detector', 'det_batch', 'shipped_config_path'
 ]
 
+# mmlocat/testing/fvit.py -> the repository root of a source checkout.
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+SHIPPED_MODEL = 'ovd/_base_/fvit_clip-b16.py'
+SHIPPED_MASK = 'ovd/fvit_clip-b16_ov-lvis.py'
+
 EMBED = 16  # text / CLIP joint width of the tiny model
+WIDTH = 32  # tower width
+CHANNELS = 16  # FPN / RoI width
 TINY_ARCH = dict(
-    embed_dims=32,
+    embed_dims=WIDTH,
     num_layers=4,
     num_heads=2,
     feedforward_channels=64,
     output_dims=EMBED)
+NORM = dict(type='BN', requires_grad=True)
+# Dotted keys (mmengine's merge_from_dict) into the shipped model.
+TINY = {
+    'backbone.arch': dict(TINY_ARCH, _delete_=True),  # replaces 'b'
+    'backbone.img_size': 64,
+    'backbone.out_indices': (0, 1, 2, 3),
+    'backbone.init_cfg': None,
+    'neck.0.in_channels': WIDTH,
+    'neck.0.norm_cfg': NORM,
+    'neck.1.in_channels': [WIDTH] * 4,
+    'neck.1.out_channels': CHANNELS,
+    'neck.1.norm_cfg': NORM,
+    'rpn_head.in_channels': CHANNELS,
+    'rpn_head.feat_channels': CHANNELS,
+    'roi_head.bbox_roi_extractor.out_channels': CHANNELS,
+    'roi_head.bbox_head.in_channels': CHANNELS,
+    'roi_head.bbox_head.conv_out_channels': CHANNELS,
+    'roi_head.bbox_head.fc_out_channels': EMBED,
+    'roi_head.bbox_head.norm_cfg': NORM,
+    'roi_head.vlm_roi_extractor.out_channels': EMBED,
+    'train_cfg.rpn.sampler.num': 64,
+    'train_cfg.rpn_proposal.nms_pre': 200,
+    'train_cfg.rpn_proposal.max_per_img': 100,
+    'train_cfg.rcnn.sampler.num': 64,
+    'train_cfg.rcnn.mask_size': 28,
+    'test_cfg.rpn.nms_pre': 200,
+    'test_cfg.rpn.max_per_img': 50,
+    'test_cfg.rcnn.score_thr': 0.0,
+    'test_cfg.rcnn.nms.iou_threshold': 0.5,
+    'test_cfg.rcnn.max_per_img': 20,
+    'test_cfg.rcnn.mask_thr_binary': 0.5,
+}
+TINY_MASK = {
+    'roi_head.mask_roi_extractor.out_channels': CHANNELS,
+    'roi_head.mask_head.in_channels': CHANNELS,
+    'roi_head.mask_head.conv_out_channels': CHANNELS,
+    'roi_head.mask_head.norm_cfg': NORM,
+}
 
 
-def write_embeddings(path, names, seed=0, background=True) -> str:
+def shipped_config_path(name: str, repo: str = REPO) -> str:
+    """Path of the shipped config ``configs/<name>`` in the source tree.
+
+    Raises:
+        FileNotFoundError: If ``<repo>/configs/<name>`` does not exist (e.g.
+            mmlocat installed from a wheel, which ships no configs).
+    """
+    path = osp.join(repo, 'configs', name)
+    if not osp.isfile(path):
+        raise FileNotFoundError(
+            f'mmlocat.testing.fvit needs the shipped config {path}: run from '
+            'a source checkout of mmlocat (an installed wheel has no '
+            'configs/)')
+    return path
+
+
+@functools.lru_cache()
+def _shipped(name: str) -> dict:
+    return Config.fromfile(shipped_config_path(name)).model.to_dict()
+
+
+def write_embeddings(path,
+                     names: Sequence[str],
+                     seed: int = 0,
+                     background: bool = True) -> str:
     """Random unit-free text embeddings of ``names`` (+ background) in the
     real ``.npy`` + names format F-ViT's head reads."""
     rng = np.random.RandomState(seed)
@@ -35,156 +116,30 @@ def write_embeddings(path, names, seed=0, background=True) -> str:
     return str(path)
 
 
-def _assigner(pos: float, neg: float, min_pos: float, **kwargs) -> dict:
-    return dict(
-        type='MaxIoUAssigner',
-        pos_iou_thr=pos,
-        neg_iou_thr=neg,
-        min_pos_iou=min_pos,
-        ignore_iof_thr=-1,
-        **kwargs)
-
-
-def _sampler(pos_fraction: float, **kwargs) -> dict:
-    return dict(
-        type='RandomSampler',
-        num=64,
-        pos_fraction=pos_fraction,
-        neg_pos_ub=-1,
-        **kwargs)
-
-
-def _rpn_nms(max_per_img: int) -> dict:
-    return dict(
-        nms_pre=200,
-        max_per_img=max_per_img,
-        nms=dict(type='nms', iou_threshold=0.7),
-        min_bbox_size=0)
-
-
 def tiny_fvit_cfg(emb_file: str,
                   class_names: Sequence[str],
                   base_class_names: Optional[Sequence[str]] = None,
                   train_class_names: Optional[Sequence[str]] = None,
                   with_mask: bool = False) -> dict:
-    """A tiny F-ViT model config (CLIPViT tower, 64 px inputs)."""
-    norm = dict(type='BN', requires_grad=True)
-    roi_head = dict(
-        type='mmlocat.FViTRoIHead',
-        bbox_roi_extractor=dict(
-            type='SingleRoIExtractor',
-            roi_layer=dict(type='RoIAlign', output_size=7, sampling_ratio=0),
-            out_channels=16,
-            featmap_strides=[4, 8, 16, 32]),
-        bbox_head=dict(
-            type='mmlocat.CosineSimBBoxHead',
-            text_embeddings=emb_file,
-            class_names=list(class_names),
-            base_class_names=base_class_names,
-            bg_class_weight=0.6,
-            in_channels=16,
-            conv_out_channels=16,
-            fc_out_channels=EMBED,
-            roi_feat_size=7,
-            norm_cfg=norm,
-            bbox_coder=dict(
-                type='DeltaXYWHBBoxCoder',
-                target_means=[0.0] * 4,
-                target_stds=[0.1, 0.1, 0.2, 0.2]),
-            loss_bbox=dict(type='L1Loss', loss_weight=1.0)),
-        vlm_roi_extractor=dict(
-            type='SingleRoIExtractor',
-            roi_layer=dict(type='RoIAlign', output_size=1, sampling_ratio=0),
-            out_channels=EMBED,
-            featmap_strides=[16]))
+    """The shipped F-ViT model at tiny size (CLIPViT tower, 64 px inputs),
+    as a plain dict."""
+    cfg = Config(dict(model=copy.deepcopy(_shipped(SHIPPED_MODEL))))
+    overrides = dict(TINY)
     if with_mask:
-        roi_head.update(
-            mask_roi_extractor=dict(
-                type='SingleRoIExtractor',
-                roi_layer=dict(
-                    type='RoIAlign', output_size=14, sampling_ratio=0),
-                out_channels=16,
-                featmap_strides=[4, 8, 16, 32]),
-            mask_head=dict(
-                type='FCNMaskHead',
-                num_convs=4,
-                in_channels=16,
-                conv_out_channels=16,
-                num_classes=len(class_names),
-                class_agnostic=True,
-                loss_mask=dict(
-                    type='CrossEntropyLoss', use_mask=True, loss_weight=1.0)))
-    return dict(
-        type='mmlocat.FViT',
-        train_class_names=train_class_names,
-        data_preprocessor=dict(
-            type='DetDataPreprocessor',
-            mean=[122.771, 116.746, 104.094],
-            std=[68.501, 66.632, 70.323],
-            bgr_to_rgb=True,
-            pad_size_divisor=32),
-        backbone=dict(
-            type='mmlocat.CLIPViT',
-            arch=TINY_ARCH,
-            patch_size=16,
-            img_size=64,
-            out_type='featmap',
-            out_indices=(0, 1, 2, 3),
-            frozen=True),
-        neck=[
-            dict(
-                type='mmlocat.PatchScoreNeck',
-                in_channels=32,
-                scales=(4, 2, 1, 0.5),
-                modulate=False,
-                global_pool='gap',
-                norm_cfg=norm),
-            dict(
-                type='FPN',
-                in_channels=[32, 32, 32, 32],
-                out_channels=16,
-                num_outs=5,
-                norm_cfg=norm),
-        ],
-        rpn_head=dict(
-            type='RPNHead',
-            in_channels=16,
-            feat_channels=16,
-            num_convs=2,
-            anchor_generator=dict(
-                type='AnchorGenerator',
-                scales=[8],
-                ratios=[0.5, 1.0, 2.0],
-                strides=[4, 8, 16, 32, 64]),
-            bbox_coder=dict(
-                type='DeltaXYWHBBoxCoder',
-                target_means=[0.0] * 4,
-                target_stds=[1.0] * 4),
-            loss_cls=dict(
-                type='CrossEntropyLoss', use_sigmoid=True, loss_weight=1.0),
-            loss_bbox=dict(type='L1Loss', loss_weight=1.0)),
-        roi_head=roi_head,
-        train_cfg=dict(
-            rpn=dict(
-                assigner=_assigner(0.7, 0.3, 0.3, match_low_quality=True),
-                sampler=_sampler(0.5, add_gt_as_proposals=False),
-                allowed_border=-1,
-                pos_weight=-1,
-                debug=False),
-            rpn_proposal=_rpn_nms(max_per_img=100),
-            rcnn=dict(
-                assigner=_assigner(0.5, 0.5, 0.5, match_low_quality=False),
-                sampler=_sampler(0.25, add_gt_as_proposals=True),
-                mask_size=28,
-                pos_weight=-1,
-                debug=False)),
-        test_cfg=dict(
-            rpn=_rpn_nms(max_per_img=50),
-            rcnn=dict(
-                score_thr=0.0,
-                nms=dict(type='nms', iou_threshold=0.5),
-                max_per_img=20,
-                mask_thr_binary=0.5)))
+        roi_head = _shipped(SHIPPED_MASK)['roi_head']
+        for key in ('mask_roi_extractor', 'mask_head'):
+            cfg.model.roi_head[key] = copy.deepcopy(roi_head[key])
+        overrides.update(TINY_MASK)
+        overrides['roi_head.mask_head.num_classes'] = len(class_names)
+    overrides.update({
+        'train_class_names': train_class_names,
+        'roi_head.bbox_head.text_embeddings': emb_file,
+        'roi_head.bbox_head.class_names': list(class_names),
+        'roi_head.bbox_head.base_class_names': base_class_names,
+        'roi_head.bbox_head.bg_class_weight': 0.6,
+    })
+    cfg.merge_from_dict({f'model.{k}': v for k, v in overrides.items()})
+    return cfg.model.to_dict()
 
 
 def build_detector(cfg: dict):

@@ -26,7 +26,8 @@ import numpy as np
 
 from mmlocat.datasets.ov_lvis import make_ov_lvis_files
 from .coco_writer import VAL_ID_OFFSET, instance_annotations
-from .common import check_sizes, dump_json, image_rng, save_jpg
+from .common import (FIXED_DATE, check_sizes, dump_instances_json, image_rng,
+                     save_jpg)
 from .shapes import draw_scene
 
 __all__ = [
@@ -51,7 +52,6 @@ LVIS_V1_FIRST_NAMES = ('aerosol_can', 'air_conditioner', 'airplane',
                        'arctic_(type_of_shoe)', 'armband', 'armchair',
                        'armoire', 'armor', 'artichoke', 'trash_can', 'ashtray')
 _FREQUENCIES = ('f', 'c', 'r')
-_FIXED_DATE = '2017-01-01 00:00:00'
 
 
 def lvis_v1_categories() -> List[Dict]:
@@ -80,7 +80,7 @@ def _image_info(sub: str, image_id: int, hw, present, num_classes: int,
         height=hw[0],
         width=hw[1],
         license=1,
-        date_captured=_FIXED_DATE,
+        date_captured=FIXED_DATE,
         not_exhaustive_category_ids=not_exh,
         neg_category_ids=neg)
 
@@ -173,18 +173,9 @@ def write_lvis(root: str,
     ann_dir = osp.join(root, 'annotations')
     paths = dict(data_root=root)
     for split, (images, anns) in splits.items():
-        dump_json(
+        dump_instances_json(
             osp.join(ann_dir, f'lvis_v1_{split}.json'),
-            dict(
-                info=dict(
-                    description='mmlocat tiny synthetic LVIS v1',
-                    version='1.0',
-                    year=2017,
-                    date_created=_FIXED_DATE),
-                licenses=[dict(id=1, name='synthetic', url='')],
-                images=images,
-                annotations=anns,
-                categories=categories))
+            'mmlocat tiny synthetic LVIS v1', images, anns, categories)
         paths[f'{split}_ann_file'] = f'annotations/lvis_v1_{split}.json'
     ov = make_ov_lvis_files(ann_dir, ann_dir)
     paths['ov_train_ann_file'] = osp.relpath(ov['train'], root)

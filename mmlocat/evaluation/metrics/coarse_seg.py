@@ -48,11 +48,12 @@ class CoarseSegIoU(ScoreMapMetric):
         patch_size: Side of one score-map cell in input pixels.
         background_index: Ground-truth label of the background.
         ignore_index: Ground-truth label that is not scored (VOC: 255).
-        score_key: Data-sample field with the ``(h, w)`` score map.
         seg_key: Data-sample field with the ``(H, W)`` ground-truth labels
             (mmseg's ``LoadAnnotations`` + ``PackInputs(algorithm_keys=
             ('gt_seg_map', ))``).
-        collect_device, prefix, collect_dir: As :class:`BaseMetric`.
+        **kwargs: ``score_key`` (the ``(h, w)`` score map),
+            ``collect_device``, ``prefix`` and ``collect_dir``, as
+            :class:`ScoreMapMetric`.
 
     Returns (from ``evaluate``):
         ``coarse_seg/fg_IoU``, ``coarse_seg/bg_IoU`` and their mean
@@ -65,18 +66,9 @@ class CoarseSegIoU(ScoreMapMetric):
                  patch_size: int = 16,
                  background_index: int = 0,
                  ignore_index: int = 255,
-                 score_key: str = 'patch_score',
                  seg_key: str = 'gt_seg_map',
-                 collect_device: str = 'cpu',
-                 prefix: Optional[str] = None,
-                 collect_dir: Optional[str] = None) -> None:
-        super().__init__(
-            patch_size=patch_size,
-            score_key=score_key,
-            box_key=seg_key,
-            collect_device=collect_device,
-            prefix=prefix,
-            collect_dir=collect_dir)
+                 **kwargs) -> None:
+        super().__init__(patch_size=patch_size, box_key=seg_key, **kwargs)
         if background_index == ignore_index:
             raise ValueError('background_index and ignore_index must differ, '
                              f'both are {ignore_index}')

@@ -82,11 +82,10 @@ class CorLoc(ScoreMapMetric):
         patch_size: Side of one score-map cell in input pixels.
         iou_thr: IoU needed for a hit.
         connectivity: 8 or 4 connectivity of the components.
-        score_key: Data-sample field with the ``(h, w)`` score map.
-        box_key: Data-sample field with ``(n, 4)`` boxes ``x1, y1, x2, y2``.
-        collect_device: Device used to gather results across ranks.
-        prefix: Metric name prefix, ``'corloc'`` if None.
-        collect_dir: Folder for CPU collection across ranks.
+        **kwargs: ``score_key`` (the ``(h, w)`` score map), ``box_key``
+            (``(n, 4)`` boxes ``x1, y1, x2, y2``), ``collect_device``,
+            ``prefix`` (``'corloc'`` if None) and ``collect_dir``, as
+            :class:`ScoreMapMetric`.
 
     Returns (from ``evaluate``):
         ``corloc/CorLoc`` (fraction in [0, 1]), ``corloc/num_images`` and,
@@ -99,18 +98,8 @@ class CorLoc(ScoreMapMetric):
                  patch_size: int = 16,
                  iou_thr: float = 0.5,
                  connectivity: int = 8,
-                 score_key: str = 'patch_score',
-                 box_key: str = 'gt_bboxes',
-                 collect_device: str = 'cpu',
-                 prefix: Optional[str] = None,
-                 collect_dir: Optional[str] = None) -> None:
-        super().__init__(
-            patch_size=patch_size,
-            score_key=score_key,
-            box_key=box_key,
-            collect_device=collect_device,
-            prefix=prefix,
-            collect_dir=collect_dir)
+                 **kwargs) -> None:
+        super().__init__(patch_size=patch_size, **kwargs)
         if connectivity not in (4, 8):
             raise ValueError(
                 f'connectivity must be 4 or 8, got {connectivity}')

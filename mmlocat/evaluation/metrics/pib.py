@@ -128,16 +128,15 @@ class PointInBox(ScoreMapMetric):
 
     Args:
         patch_size: Side of one score-map cell in input pixels.
-        score_key: Data-sample field with the score map.
         box_key: Data-sample field with the boxes; None: ``'gt_bboxes'``
             ('exact') or ``'ori_gt_bboxes'`` ('public').
         protocol: ``'exact'`` (any positive-area overlap with the mapped
             boxes) or ``'public'`` (``evaluate_patch_hit.py``).
         resize: Short side of the public protocol's resize.
         crop_size: Side of the public protocol's centre crop.
-        collect_device: Device used to gather results across ranks.
-        prefix: Metric name prefix, ``'pib'`` if None.
-        collect_dir: Folder for CPU collection across ranks.
+        **kwargs: ``score_key`` (the score map), ``collect_device``,
+            ``prefix`` (``'pib'`` if None) and ``collect_dir``, as
+            :class:`ScoreMapMetric`.
 
     Returns (from ``evaluate``):
         ``pib/PiB`` (fraction in [0, 1]) and ``pib/num_images``.
@@ -146,26 +145,17 @@ class PointInBox(ScoreMapMetric):
 
     def __init__(self,
                  patch_size: int = 16,
-                 score_key: str = 'patch_score',
                  box_key: Optional[str] = None,
                  protocol: str = 'exact',
                  resize: int = 256,
                  crop_size: int = 224,
-                 collect_device: str = 'cpu',
-                 prefix: Optional[str] = None,
-                 collect_dir: Optional[str] = None) -> None:
+                 **kwargs) -> None:
         if protocol not in PIB_PROTOCOLS:
             raise ValueError(f'protocol must be one of {PIB_PROTOCOLS}, got '
                              f'{protocol!r}')
         if box_key is None:
             box_key = 'ori_gt_bboxes' if protocol == 'public' else 'gt_bboxes'
-        super().__init__(
-            patch_size=patch_size,
-            score_key=score_key,
-            box_key=box_key,
-            collect_device=collect_device,
-            prefix=prefix,
-            collect_dir=collect_dir)
+        super().__init__(patch_size=patch_size, box_key=box_key, **kwargs)
         if protocol == 'public' and not 0 < crop_size <= resize:
             raise ValueError('the public protocol needs 0 < crop_size <= '
                              f'resize, got crop_size={crop_size}, '

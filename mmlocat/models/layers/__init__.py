@@ -8,14 +8,16 @@ from .gaug import (GAUG_IMPLS, GaussianAugment, chunked_gaug_attention,
                    gaug_clamp_value, gaug_eps, resolve_gaug_impl,
                    set_flex_compile_budget)
 from .lazy_strike import (LazyStrikeOutput, LazyStrikePool, channel_lowpass,
-                          lazy_strike_pool, lazy_strike_window, resolve_topk)
+                          lazy_strike_pool, lazy_strike_window,
+                          lowpass_as_matmul, lowpass_matrix, resolve_topk)
 from .patch_score import patch_score
 from .prr import PRR
 
 __all__ = [
     'GaussianAugment', 'gaug_attention', 'gaug_clamp_value', 'gaug_eps', 'PRR',
     'LazyStrikeOutput', 'LazyStrikePool', 'channel_lowpass',
-    'lazy_strike_pool', 'lazy_strike_window', 'resolve_topk', 'patch_score',
+    'lazy_strike_pool', 'lazy_strike_window', 'lowpass_matrix',
+    'lowpass_as_matmul', 'resolve_topk', 'patch_score',
     'chunked_gaug_attention', 'flex_gaug_attention', 'GAUG_IMPLS',
     'resolve_gaug_impl', 'set_flex_compile_budget', 'flex_compile_stats'
 ]

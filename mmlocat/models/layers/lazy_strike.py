@@ -9,8 +9,9 @@ votes for the patches whose value there is most *stable* under that filter,
 and the global token takes, per channel, the mean of the original values of
 its top-K patches. Pure torch: no OpenMMLab import.
 """
+import contextlib
 import math
-from typing import NamedTuple, Optional
+from typing import Dict, FrozenSet, Iterator, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -20,7 +21,8 @@ from .finite import should_check_finite
 
 __all__ = [
     'LazyStrikeOutput', 'lazy_strike_pool', 'LazyStrikePool',
-    'channel_lowpass', 'lazy_strike_window', 'resolve_topk'
+    'channel_lowpass', 'lazy_strike_window', 'resolve_topk', 'lowpass_matrix',
+    'lowpass_as_matmul'
 ]
 
 _SCORES = ('code', 'paper')
@@ -73,8 +75,67 @@ def lazy_strike_window(num_channels: int,
     return g / g.max()
 
 
+def _fft_lowpass(xf: Tensor, window: str) -> Tensor:
+    g = lazy_strike_window(xf.shape[-1], window, device=xf.device)
+    spec = torch.fft.fftshift(torch.fft.fft(xf, dim=-1), dim=-1)
+    spec = torch.fft.ifftshift(spec * g, dim=-1)
+    return torch.fft.ifft(spec, dim=-1).real
+
+
+# Low-pass matrices by (D, window, device, dtype); see lowpass_matrix.
+_MATRICES: Dict[tuple, Tensor] = {}
+# Channel counts for which channel_lowpass uses the matrix; None: the FFT.
+_MATMUL_CHANNELS: Optional[FrozenSet[int]] = None
+
+
+def lowpass_matrix(num_channels: int,
+                   window: str = 'code',
+                   device: Optional[torch.device] = None,
+                   dtype: torch.dtype = torch.float32) -> Tensor:
+    """The channel low-pass as a real ``(D, D)`` matrix ``M``.
+
+    The filter is linear along the channel axis, so ``lowpass(x) = x @ M``
+    with ``M = lowpass(I)``, computed with the FFT itself and cached per
+    ``(D, window, device, dtype)``.
+    """
+    key = (int(num_channels), window, torch.device(device or 'cpu'), dtype)
+    if key not in _MATRICES:
+        eye = torch.eye(key[0], device=key[2])
+        _MATRICES[key] = _fft_lowpass(eye, window).to(dtype)
+    return _MATRICES[key]
+
+
+@contextlib.contextmanager
+def lowpass_as_matmul(channels: Sequence[int]) -> Iterator[None]:
+    """Inside the block, :func:`channel_lowpass` multiplies by
+    :func:`lowpass_matrix` instead of running the FFT.
+
+    Same values to float32 round-off; the product exports to ONNX
+    ``MatMul`` (ONNX has no complex tensors, and torch's TorchScript
+    exporter no ``aten::fft_fft``). The matrices are computed on entry, so
+    that a trace records them as constants; a width not in ``channels``
+    raises. Not thread-safe (module state, restored on exit).
+
+    Args:
+        channels: The channel counts ``D`` to prepare (e.g. the backbone's
+            width).
+    """
+    global _MATMUL_CHANNELS
+    prepared = frozenset(int(d) for d in channels)
+    for d in prepared:
+        for w in _WINDOWS:
+            lowpass_matrix(d, w)
+    previous, _MATMUL_CHANNELS = _MATMUL_CHANNELS, prepared
+    try:
+        yield
+    finally:
+        _MATMUL_CHANNELS = previous
+
+
 def channel_lowpass(x: Tensor, window: str = 'code') -> Tensor:
     """Low-pass every token along its channel axis (float32 FFT).
+
+    Inside :func:`lowpass_as_matmul` the same filter is a matrix product.
 
     Args:
         x: ``(..., D)`` tokens.
@@ -84,10 +145,13 @@ def channel_lowpass(x: Tensor, window: str = 'code') -> Tensor:
         The float32 real part ``x_hat`` of the filtered tokens.
     """
     xf = x.float()
-    g = lazy_strike_window(xf.shape[-1], window, device=xf.device)
-    spec = torch.fft.fftshift(torch.fft.fft(xf, dim=-1), dim=-1)
-    spec = torch.fft.ifftshift(spec * g, dim=-1)
-    return torch.fft.ifft(spec, dim=-1).real
+    if _MATMUL_CHANNELS is None:
+        return _fft_lowpass(xf, window)
+    d = int(xf.shape[-1])
+    if d not in _MATMUL_CHANNELS:
+        raise ValueError(f'lowpass_as_matmul: no matrix for {d} channels; '
+                         f'prepared {sorted(_MATMUL_CHANNELS)}')
+    return xf @ lowpass_matrix(d, window, xf.device, xf.dtype)
 
 
 def resolve_topk(num_patches: int,

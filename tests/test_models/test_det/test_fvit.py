@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from _fvit_tiny import EMBED, tiny_fvit_cfg, write_embeddings
 from mmdet.structures import DetDataSample
 from mmdet.structures.mask import BitmapMasks
 from mmengine.config import ConfigDict
@@ -14,6 +13,7 @@ from mmengine.structures import InstanceData
 
 from mmlocat.datasets.text_embeddings import save_text_embeddings
 from mmlocat.engine.hooks import OVLabelSpaceHook
+from mmlocat.testing.fvit import EMBED, tiny_fvit_cfg, write_embeddings
 from mmlocat.utils.checkpoint_io import save_checkpoint
 
 NAMES = ['cat', 'dog', 'car']

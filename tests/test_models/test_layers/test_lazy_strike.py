@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from mmlocat.models.layers import (LazyStrikeOutput, LazyStrikePool,
-                                   lazy_strike_pool, lazy_strike_window)
+                                   channel_lowpass, lazy_strike_pool,
+                                   lazy_strike_window, lowpass_as_matmul,
+                                   lowpass_matrix)
 
 
 def naive_window(d, window):
@@ -231,3 +233,29 @@ def test_bad_inputs_raise():
     bad[0, 1, 2] = float('inf')
     with torch.no_grad(), pytest.raises(ValueError, match='inf'):
         lazy_strike_pool(bad)
+
+
+@pytest.mark.parametrize('d', [7, 24])
+@pytest.mark.parametrize('window', ['code', 'centered'])
+def test_lowpass_as_matmul_equals_fft(d, window):
+    x = torch.randn(2, 10, d)
+    want = channel_lowpass(x, window)
+    with lowpass_as_matmul([d]):
+        got = channel_lowpass(x, window)
+        pooled = lazy_strike_pool(x, topk=2, window=window)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    fft = lazy_strike_pool(x, topk=2, window=window)
+    torch.testing.assert_close(pooled.pooled, fft.pooled, atol=1e-6, rtol=0)
+    assert torch.equal(pooled.votes, fft.votes)
+    # cached per (D, window, device, dtype): the same tensor again
+    assert lowpass_matrix(d, window) is lowpass_matrix(d, window)
+    assert lowpass_matrix(d, window).shape == (d, d)
+
+
+def test_lowpass_as_matmul_refuses_unprepared_width_and_restores():
+    with lowpass_as_matmul([24]):
+        with pytest.raises(
+                ValueError, match=r'no matrix for 7 channels; '
+                r'prepared \[24\]'):
+            channel_lowpass(torch.randn(1, 4, 7))
+    channel_lowpass(torch.randn(1, 4, 7))  # the FFT again
