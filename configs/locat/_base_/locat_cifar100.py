@@ -19,9 +19,5 @@ train_dataloader = dict(
         pipeline=train_pipeline))
 val_dataloader = dict(
     dataset=dict(
-        _delete_=True,
-        type=dataset_type,
-        data_root='data/cifar100',
-        split='test',
-        pipeline=test_pipeline))
+        train_dataloader['dataset'], split='test', pipeline=test_pipeline))
 test_dataloader = val_dataloader
