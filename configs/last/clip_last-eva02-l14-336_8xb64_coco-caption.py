@@ -1,7 +1,8 @@
 # LaSt-CLIP EVA02-CLIP L/14-336 with LazyStrike pooling at 336 px; output
 # checkpoints/last-eva02-clip-l14-336_mmlocat.pth
-# (configs/ovd/fvit_last-eva02-clip-l14-336_*).
-_base_ = ['./_base_/clip_coco-caption.py', '../ovd/_base_/eva02-clip.py']
+# (configs/ovd/fvit_last-eva02-clip-l14-336_*): the B/16 config with the
+# L/14-336 image and text towers at 336 px.
+_base_ = './clip_last-eva02-b16_8xb64_coco-caption.py'
 model = dict(
     image_encoder={{_base_.eva02_clip_l14_336}},
     text_encoder=dict(
