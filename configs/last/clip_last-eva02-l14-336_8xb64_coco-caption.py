@@ -1,7 +1,8 @@
 # LaSt-CLIP EVA02-CLIP L/14-336 with LazyStrike pooling at 336 px; output
 # checkpoints/last-eva02-clip-l14-336_mmlocat.pth
-# (configs/ovd/fvit_last-eva02-clip-l14-336_*).
-_base_ = ['./_base_/clip_coco-caption.py', '../ovd/_base_/eva02-clip.py']
+# (configs/ovd/fvit_last-eva02-clip-l14-336_*): the B/16 config with the
+# L/14-336 image and text towers at 336 px.
+_base_ = './clip_last-eva02-b16_8xb64_coco-caption.py'
 model = dict(
     image_encoder={{_base_.eva02_clip_l14_336}},
     text_encoder=dict(
@@ -9,27 +10,17 @@ model = dict(
         weights='checkpoints/open_clip_EVA02-L-14-336.bin'))
 img_size = 336
 image_size = (img_size, img_size)
-train_crop = dict(
-    type='RandomResizedCrop',
-    scale=img_size,
-    crop_ratio_range=(0.9, 1.0),
-    interpolation='bicubic',
-    backend='pillow')
-eval_resize = dict(
-    type='ResizeEdge',
-    scale=img_size,
-    edge='short',
-    interpolation='bicubic',
-    backend='pillow')
-eval_crop = dict(type='CenterCrop', crop_size=img_size)
-train_dataloader = dict(
-    dataset=dict(pipeline=[{{_base_.load}}, train_crop, {{_base_.tokenizer}},
-                           {{_base_.pack}}]))
-val_dataloader = dict(
-    dataset=dict(pipeline=[{{_base_.load}}, eval_resize, eval_crop,
-                           {{_base_.tokenizer}}, {{_base_.pack}}]))
-test_dataloader = dict(
-    dataset=dict(pipeline=[{{_base_.load}}, eval_resize, eval_crop,
-                           dict(type='PackInputs')]))
+# The base pipelines edited in place for 336 px.
+train_pipeline = _base_.train_pipeline
+train_pipeline[1].scale = img_size
+test_pipeline = _base_.test_pipeline
+test_pipeline[1].scale = test_pipeline[2].crop_size = img_size
+zero_shot_pipeline = _base_.zero_shot_pipeline
+zero_shot_pipeline[1].scale = zero_shot_pipeline[2].crop_size = img_size
+train_crop = train_pipeline[1]
+eval_resize, eval_crop = test_pipeline[1:3]
+train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
+val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+test_dataloader = dict(dataset=dict(pipeline=zero_shot_pipeline))
 test_evaluator = dict(
     embeddings='data/imagenet/embeddings/imagenet_eva02-clip-l14-336.npy')

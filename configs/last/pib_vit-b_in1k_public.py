@@ -13,18 +13,11 @@
 #   python tools/test.py configs/last/pib_vit-b_in1k_public.py CHECKPOINT
 _base_ = ['./pib_vit-b_in1k.py']
 
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='mmlocat.KeepOriginalBoxes'),
-    dict(
-        type='ResizeEdge',
-        scale=256,
-        edge='short',
-        backend='pillow',
-        interpolation='bilinear'),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs', algorithm_keys=('ori_gt_bboxes', )),
-]
+# The base pipeline edited in place: original boxes kept, plain ResizeEdge.
+test_pipeline = _base_.test_pipeline
+test_pipeline[1].type = 'ResizeEdge'
+test_pipeline[3].algorithm_keys = ('ori_gt_bboxes', )
+test_pipeline.insert(1, dict(type='mmlocat.KeepOriginalBoxes'))
 test_dataloader = dict(dataset=dict(one_based=False, pipeline=test_pipeline))
 test_evaluator = [
     dict(

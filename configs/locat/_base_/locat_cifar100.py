@@ -10,18 +10,12 @@ test_pipeline = [
     dict(type='Resize', scale=(224, 224), interpolation='bicubic'),
     dict(type='PackInputs'),
 ]
+# CIFAR100 takes the base ImageNet datasets' keys (type, data_root, split,
+# pipeline): merged, not deleted; split stays 'train' here.
 train_dataloader = dict(
     dataset=dict(
-        _delete_=True,
-        type=dataset_type,
-        data_root='data/cifar100',
-        split='train',
-        pipeline=train_pipeline))
+        type=dataset_type, data_root='data/cifar100', pipeline=train_pipeline))
 val_dataloader = dict(
     dataset=dict(
-        _delete_=True,
-        type=dataset_type,
-        data_root='data/cifar100',
-        split='test',
-        pipeline=test_pipeline))
+        train_dataloader['dataset'], split='test', pipeline=test_pipeline))
 test_dataloader = val_dataloader

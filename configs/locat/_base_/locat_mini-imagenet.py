@@ -12,9 +12,7 @@ train_dataloader = dict(
         pipeline={{_base_.train_pipeline}}))
 val_dataloader = dict(
     dataset=dict(
-        _delete_=True,
-        type=dataset_type,
-        data_root='data/mini-imagenet',
+        train_dataloader['dataset'],
         data_prefix='val',
         pipeline={{_base_.test_pipeline}}))
 test_dataloader = val_dataloader
