@@ -17,10 +17,9 @@ Images that cannot be read are named, skipped and counted. See
 import argparse
 import sys
 
-from mmengine.config import DictAction
-
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
 from mmlocat.apis import MMLocatInferencer
+from mmlocat.apis.cli import add_model_options
 from mmlocat.utils.checkpoint_io import run_cli
 
 
@@ -31,7 +30,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument(
         '--out', default='outputs', help='output folder (PNG + JSON)')
-    parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
     parser.add_argument(
         '--classes',
         help='open-vocabulary detection and zero-shot segmentation: class '
@@ -61,19 +59,13 @@ def parse_args() -> argparse.Namespace:
         default=0.3,
         help='detection: boxes drawn from this score (the JSON has all)')
     parser.add_argument(
-        '--alpha',
-        type=float,
-        default=0.5,
-        help='segmentation / zero-shot segmentation mask opacity')
-    parser.add_argument(
         '--allow-partial-checkpoint',
         action='store_true',
         help='run even if the checkpoint leaves model weights random')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_model_options(
+        parser,
+        alpha=0.5,
+        alpha_help='segmentation / zero-shot segmentation mask opacity')
     return parser.parse_args()
 
 

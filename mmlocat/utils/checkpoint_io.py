@@ -23,7 +23,7 @@ from torch import nn
 __all__ = [
     'read_state_dict', 'save_checkpoint', 'strip_prefix', 'LoadReport',
     'load_state_dict_reported', 'sniff_checkpoint', 'check_finite',
-    'unwrap_state_dict', 'run_cli', 'CLI_ERRORS'
+    'unwrap_state_dict', 'run_cli', 'CLI_ERRORS', 'save_converted'
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
@@ -265,6 +265,31 @@ def save_checkpoint(state_dict: Dict[str, torch.Tensor],
     if not osp.isdir(dirname):
         raise FileNotFoundError(f'output folder does not exist: {dirname}')
     torch.save(dict(state_dict=state_dict, meta=meta or {}), path)
+
+
+def save_converted(state_dict: Dict[str, torch.Tensor],
+                   path: str,
+                   src: str,
+                   converter: str,
+                   prefix: str = '',
+                   **meta) -> int:
+    """Save a converter's output under ``prefix`` with its provenance.
+
+    The converter tools share this tail: every key gets ``prefix`` (e.g.
+    ``backbone.`` for ``init_cfg=dict(type='Pretrained', prefix=...)``) and
+    ``meta`` records the source file's name and the converter's name, plus
+    any extra ``meta`` entries (e.g. ``clip=...``).
+
+    Returns:
+        int: The number of tensors written.
+    """
+    state_dict = OrderedDict(
+        (prefix + key, value) for key, value in state_dict.items())
+    save_checkpoint(
+        state_dict,
+        path,
+        meta=dict(source=osp.basename(src), converter=converter, **meta))
+    return len(state_dict)
 
 
 class LoadReport(NamedTuple):

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import save_file
 
 from mmlocat.utils.checkpoint_io import (read_state_dict, save_checkpoint,
-                                         sniff_checkpoint)
+                                         save_converted, sniff_checkpoint)
 
 CONVERTERS = ('locat2mmlocat', 'last_vit2mmlocat', 'clip2mmlocat',
               'eva02_clip2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')
@@ -215,3 +215,21 @@ def test_save_checkpoint_refuses_non_finite(tmp_path):
     assert not osp.exists(path)
     save_checkpoint({'w': torch.ones(2), 'n': torch.arange(3)}, path)
     assert read_state_dict(path)['n'].tolist() == [0, 1, 2]
+
+
+def test_save_converted_prefixes_keys_and_records_provenance(tmp_path):
+    path = str(tmp_path / 'out.pth')
+    src = str(tmp_path / 'sub' / 'weights.bin')
+    weights = {'a.w': torch.ones(2), 'b': torch.arange(3)}
+    count = save_converted(
+        weights, path, src, 'x2mmlocat', 'backbone.', clip=dict(model='M'))
+    assert count == 2
+    ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    assert list(ckpt['state_dict']) == ['backbone.a.w', 'backbone.b']
+    assert ckpt['state_dict']['backbone.b'].tolist() == [0, 1, 2]
+    assert ckpt['meta'] == dict(
+        source='weights.bin', converter='x2mmlocat', clip=dict(model='M'))
+    with pytest.raises(ValueError, match='NaN/inf'):
+        save_converted({'w': torch.tensor([float('nan')])}, path + '2', src,
+                       'x2mmlocat')
+    assert not osp.exists(path + '2')

@@ -30,12 +30,12 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from mmengine.config import DictAction
 from tqdm import tqdm
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import collect_images
 from mmlocat.apis.analysis import build_analysis_model
+from mmlocat.apis.cli import add_model_options
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.visualization import heatmap_overlay, save_grid
 
@@ -60,14 +60,7 @@ def parse_args() -> argparse.Namespace:
         default=None,
         help='block indices to draw (default: all)')
     parser.add_argument('--out-dir', default='vis_gaug', help='output folder')
-    parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
-    parser.add_argument(
-        '--alpha', type=float, default=0.6, help='heat-map opacity')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_model_options(parser, alpha=0.6)
     return parser.parse_args()
 
 

@@ -23,12 +23,12 @@ from typing import Dict, Optional
 
 import numpy as np
 import torch
-from mmengine.config import DictAction
 from tqdm import tqdm
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import collect_images  # noqa: F401  (re-exported)
 from mmlocat.apis.analysis import build_analysis_model
+from mmlocat.apis.cli import add_model_options
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.visualization import heatmap_overlay, save_panels
 
@@ -41,14 +41,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('images', nargs='+', help='image files or folders')
     parser.add_argument(
         '--out-dir', default='vis_patch_score', help='output folder')
-    parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
-    parser.add_argument(
-        '--alpha', type=float, default=0.5, help='heat-map opacity')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_model_options(parser, alpha=0.5)
     return parser.parse_args()
 
 

@@ -22,12 +22,13 @@ from typing import List, Optional
 import mmcv
 import numpy as np
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.registry import init_default_scope
 from mmengine.runner import load_checkpoint
 
 import mmlocat  # noqa: F401  (registry node)
+from mmlocat.apis.cli import add_model_options
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.visualization import colorize_labels, heatmap_overlay, save_panels
 
@@ -40,14 +41,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('image', help='image file')
     parser.add_argument('--gt', help='ground-truth label map (PNG)')
     parser.add_argument('--out', default='vis_zero_shot.png', help='PNG')
-    parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
-    parser.add_argument(
-        '--alpha', type=float, default=0.5, help='heat-map opacity')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_model_options(parser, alpha=0.5)
     return parser.parse_args()
 
 

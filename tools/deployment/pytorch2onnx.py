@@ -15,9 +15,9 @@ random batch and prints the largest difference to PyTorch (an error above
 import argparse
 
 import torch
-from mmengine.config import DictAction
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+from mmlocat.apis.cli import add_model_options
 from mmlocat.apis.onnx_export import build_export_model, export_onnx, run_onnx
 from mmlocat.utils.checkpoint_io import run_cli
 
@@ -49,11 +49,7 @@ def parse_args() -> argparse.Namespace:
         type=float,
         default=1e-4,
         help='largest allowed difference with --verify')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_model_options(parser, device=False)
     return parser.parse_args()
 
 

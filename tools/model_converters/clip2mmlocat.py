@@ -24,7 +24,7 @@ from collections import OrderedDict
 import torch
 
 from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
-                                         save_checkpoint)
+                                         save_converted)
 from mmlocat.utils.converters import convert_clip
 from mmlocat.utils.converters.clip import (check_tower_config,
                                            clip_tower_settings,
@@ -87,16 +87,14 @@ def main() -> None:
             check_tower_config(state_dict, cfg, args.src)
     except (FileNotFoundError, ValueError, ImportError) as err:
         raise SystemExit(f'clip2mmlocat: error: {err}')
-    state_dict = OrderedDict(
-        (args.prefix + k, v) for k, v in state_dict.items())
-    save_checkpoint(
+    count = save_converted(
         state_dict,
         args.dst,
-        meta=dict(
-            source=osp.basename(args.src),
-            converter='clip2mmlocat',
-            clip=record))
-    print(f'saved {len(state_dict)} tensors to {args.dst}')
+        args.src,
+        'clip2mmlocat',
+        args.prefix,
+        clip=record)
+    print(f'saved {count} tensors to {args.dst}')
 
 
 if __name__ == '__main__':

@@ -9,11 +9,9 @@ prefix='backbone.')`` on an ``mmlocat.LaStViT`` (``arch='deit-small'`` for
 ViT-S, ``'base'`` for ViT-B). DINO's projection head is dropped.
 """
 import argparse
-import os.path as osp
-from collections import OrderedDict
 
 from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
-                                         save_checkpoint)
+                                         save_converted)
 from mmlocat.utils.converters import convert_dino
 
 
@@ -30,13 +28,9 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     state_dict = convert_dino(read_state_dict(args.src))
-    state_dict = OrderedDict(
-        (args.prefix + k, v) for k, v in state_dict.items())
-    save_checkpoint(
-        state_dict,
-        args.dst,
-        meta=dict(source=osp.basename(args.src), converter='dino2mmlocat'))
-    print(f'saved {len(state_dict)} tensors to {args.dst}')
+    count = save_converted(state_dict, args.dst, args.src, 'dino2mmlocat',
+                           args.prefix)
+    print(f'saved {count} tensors to {args.dst}')
 
 
 if __name__ == '__main__':

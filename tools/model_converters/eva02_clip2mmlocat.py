@@ -16,10 +16,9 @@ name, so F-ViT can compare it with its text embeddings'.
 """
 import argparse
 import os.path as osp
-from collections import OrderedDict
 
 from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
-                                         save_checkpoint)
+                                         save_converted)
 from mmlocat.utils.converters import convert_eva02_clip
 from mmlocat.utils.converters.clip import (clip_tower_settings,
                                            open_clip_model_config)
@@ -67,16 +66,14 @@ def main() -> None:
             read_state_dict(args.src), rope_pt_seq_len=args.rope_pt_seq_len)
     except (FileNotFoundError, ValueError, ImportError) as err:
         raise SystemExit(f'eva02_clip2mmlocat: error: {err}')
-    state_dict = OrderedDict(
-        (args.prefix + k, v) for k, v in state_dict.items())
-    save_checkpoint(
+    count = save_converted(
         state_dict,
         args.dst,
-        meta=dict(
-            source=osp.basename(args.src),
-            converter='eva02_clip2mmlocat',
-            clip=record))
-    print(f'saved {len(state_dict)} tensors to {args.dst}')
+        args.src,
+        'eva02_clip2mmlocat',
+        args.prefix,
+        clip=record)
+    print(f'saved {count} tensors to {args.dst}')
 
 
 if __name__ == '__main__':

@@ -6,53 +6,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from mmdet.structures import DetDataSample
-from mmdet.structures.mask import BitmapMasks
-from mmengine.config import ConfigDict
-from mmengine.structures import InstanceData
 
 from mmlocat.datasets.text_embeddings import save_text_embeddings
 from mmlocat.engine.hooks import OVLabelSpaceHook
-from mmlocat.testing.fvit import EMBED, tiny_fvit_cfg, write_embeddings
+from mmlocat.testing.fvit import (EMBED, build_detector, det_batch,
+                                  tiny_fvit_cfg, write_embeddings)
 from mmlocat.utils.checkpoint_io import save_checkpoint
 
 NAMES = ['cat', 'dog', 'car']
-
-
-def _build(cfg):
-    from mmdet.registry import MODELS
-    from mmdet.utils import register_all_modules
-    from mmengine.registry import DefaultScope
-    register_all_modules(init_default_scope=False)
-    torch.manual_seed(0)
-    with DefaultScope.overwrite_default_scope('mmdet'):
-        model = MODELS.build(ConfigDict(cfg))
-    model.init_weights()
-    return model
-
-
-def _batch(model, labels=(1, 0)):
-    samples = []
-    for label in labels:
-        sample = DetDataSample(
-            metainfo=dict(
-                img_shape=(64, 64),
-                ori_shape=(64, 64),
-                scale_factor=(1.0, 1.0)))
-        mask = np.zeros((1, 64, 64), np.uint8)
-        mask[0, 4:40, 8:44] = 1
-        sample.gt_instances = InstanceData(
-            bboxes=torch.tensor([[8.0, 4.0, 44.0, 40.0]]),
-            labels=torch.tensor([label]),
-            masks=BitmapMasks(mask, 64, 64))
-        samples.append(sample)
-    gen = torch.Generator().manual_seed(0)
-    imgs = [
-        torch.randint(0, 255, (3, 64, 64), generator=gen, dtype=torch.uint8)
-        for _ in labels
-    ]
-    return model.data_preprocessor(
-        dict(inputs=imgs, data_samples=samples), True)
 
 
 @pytest.fixture
@@ -61,7 +22,7 @@ def emb(tmp_path):
 
 
 def test_frozen_backbone_and_loss(emb):
-    model = _build(
+    model = build_detector(
         tiny_fvit_cfg(
             emb,
             NAMES,
@@ -79,7 +40,7 @@ def test_frozen_backbone_and_loss(emb):
     model.train()
     assert not any(p.requires_grad for p in model.backbone.parameters())
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
-    data = _batch(model, labels=(1, 0))  # 'car', 'cat' in the base space
+    data = det_batch(model, labels=(1, 0))  # 'car', 'cat' in the base space
     losses = model.loss(data['inputs'], data['data_samples'])
     # Train labels (base space) were mapped to the head's classes.
     assert [s.gt_instances.labels.item()
@@ -97,8 +58,9 @@ def test_frozen_backbone_and_loss(emb):
 
 
 def test_label_outside_train_classes(emb):
-    model = _build(tiny_fvit_cfg(emb, NAMES, train_class_names=['cat', 'car']))
-    data = _batch(model, labels=(2, 0))
+    model = build_detector(
+        tiny_fvit_cfg(emb, NAMES, train_class_names=['cat', 'car']))
+    data = det_batch(model, labels=(2, 0))
     with pytest.raises(ValueError, match='outside the 2 train_class_names'):
         model.loss(data['inputs'], data['data_samples'])
 
@@ -108,9 +70,9 @@ def test_predict_fused_differs_from_plain(emb):
     # A softer untrained softmax than T=50, so the fusion shows in the top
     # scores.
     cfg['roi_head']['bbox_head']['temperature'] = 5.0
-    model = _build(cfg)
+    model = build_detector(cfg)
     model.eval()
-    data = _batch(model)
+    data = det_batch(model)
     calls = []
     dense = model.backbone.forward_dense
     model.backbone.forward_dense = lambda x, **kw: calls.append(kw) or dense(
@@ -141,13 +103,13 @@ def test_fusion_needs_dense_backbone(emb):
         out_type='featmap',
         out_indices=(0, 1, 2, 3))
     with pytest.raises(TypeError, match="last_tap='value_path' needs"):
-        _build(cfg)
+        build_detector(cfg)
     cfg['last_tap'] = 'block'
     with pytest.raises(TypeError, match='vlm_fusion needs a backbone with'):
-        _build(cfg)
+        build_detector(cfg)
     cfg['vlm_fusion'] = False
     cfg['roi_head']['vlm_roi_extractor'] = None
-    model = _build(cfg)
+    model = build_detector(cfg)
     model.train()
     assert not model.backbone.training
     assert not any(p.requires_grad for p in model.backbone.parameters())
@@ -155,7 +117,8 @@ def test_fusion_needs_dense_backbone(emb):
 
 def test_unknown_train_class(emb):
     with pytest.raises(ValueError, match='not in the box head'):
-        _build(tiny_fvit_cfg(emb, NAMES, train_class_names=['cat', 'cow']))
+        build_detector(
+            tiny_fvit_cfg(emb, NAMES, train_class_names=['cat', 'cow']))
 
 
 def _value_path_by_hand(layer, tokens, channels):
@@ -173,7 +136,7 @@ def _value_path_by_hand(layer, tokens, channels):
 
 @pytest.mark.parametrize('training', [False, True])
 def test_last_tap_is_the_value_path_without_final_norm(emb, training):
-    model = _build(tiny_fvit_cfg(emb, NAMES))
+    model = build_detector(tiny_fvit_cfg(emb, NAMES))
     model.train(training)
     backbone = model.backbone
     x = torch.randn(2, 3, 64, 64)
@@ -194,7 +157,7 @@ def test_last_tap_is_the_value_path_without_final_norm(emb, training):
 def test_block_tap_option(emb):
     cfg = tiny_fvit_cfg(emb, NAMES)
     cfg['last_tap'] = 'block'
-    model = _build(cfg)
+    model = build_detector(cfg)
     x = torch.randn(1, 3, 64, 64)
     feats, vlm_map = model.run_backbone(x)
     assert vlm_map is None
@@ -203,7 +166,7 @@ def test_block_tap_option(emb):
     for ours, theirs in zip(feats, plain):
         torch.testing.assert_close(ours, theirs)
     with pytest.raises(ValueError, match='last_tap must be one of'):
-        _build(dict(cfg, last_tap='norm'))
+        build_detector(dict(cfg, last_tap='norm'))
 
 
 def test_embedding_width_checked_at_build(tmp_path):
@@ -218,20 +181,20 @@ def test_embedding_width_checked_at_build(tmp_path):
             ValueError,
             match=r'narrow\.npy holds 8-d text '
             r'embeddings but the classification branch outputs 16'):
-        _build(cfg)
+        build_detector(cfg)
     cfg['roi_head']['bbox_head'].update(cls_embed='linear')
     with pytest.raises(
             ValueError,
             match=r'narrow\.npy holds 8-d text embeddings but the backbone '
             r'CLIPViT projects to 16-d'):
-        _build(cfg)
+        build_detector(cfg)
     good = tiny_fvit_cfg(write_embeddings(tmp_path / 'ok.npy', NAMES), NAMES)
     good['roi_head']['vlm_roi_extractor']['out_channels'] = 12
     with pytest.raises(
             ValueError,
             match=r'ok\.npy holds 16-d text embeddings but roi_head\.'
             r'vlm_roi_extractor\.out_channels is 12'):
-        _build(good)
+        build_detector(good)
 
 
 def _clip_checkpoint(tmp_path, record):
@@ -269,11 +232,11 @@ def test_text_model_must_match_the_backbone_checkpoint(tmp_path, key):
             ValueError,
             match=rf'emb\.npy come from CLIP {key} .other. but the backbone '
             rf'checkpoint \S*clip_mmlocat\.pth from .{image[key]}.'):
-        _build(cfg)
+        build_detector(cfg)
     # The same CLIP (or a record without the field) builds and loads.
     save_text_embeddings(
         emb, np.load(emb), rows, text_model=dict(name='ViT-B-16'))
-    model = _build(cfg)
+    model = build_detector(cfg)
     assert model.backbone.act == 'quick_gelu'
 
 
@@ -293,7 +256,7 @@ def _runner(model, classes):
 def test_label_space_hook(emb):
     hook = OVLabelSpaceHook()
     base = ['cat', 'car']
-    model = _build(tiny_fvit_cfg(emb, NAMES, base_class_names=base))
+    model = build_detector(tiny_fvit_cfg(emb, NAMES, base_class_names=base))
     # Base-only data without the label map: an error, not mislabelling.
     with pytest.raises(
             ValueError,
@@ -302,7 +265,7 @@ def test_label_space_hook(emb):
             r"classes \['cat', 'dog', 'car'\]"):
         hook.before_train(_runner(model, base))
     hook.before_train(_runner(model, NAMES))  # all classes: fine
-    mapped = _build(
+    mapped = build_detector(
         tiny_fvit_cfg(
             emb, NAMES, base_class_names=base, train_class_names=base))
     hook.before_train(_runner(mapped, base))
