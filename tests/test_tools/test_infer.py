@@ -7,6 +7,7 @@ same image files; both must agree exactly.
 """
 import importlib.util
 import json
+import os
 import os.path as osp
 import pickle
 import subprocess
@@ -85,12 +86,22 @@ def _infer(repo_root, monkeypatch, capsys, *argv):
 def _records(out_dir):
     records = {}
     for path in sorted(
-            osp.join(out_dir, f) for f in __import__('os').listdir(out_dir)
+            osp.join(out_dir, f) for f in os.listdir(out_dir)
             if f.endswith('.json')):
         with open(path) as f:
             record = json.load(f)
         records[osp.basename(record['image'])] = record
     return records
+
+
+def _assert_cli_error(tool, message, capsys):
+    """``infer.py`` (argv already set) exits 2 with a one-line error
+    naming ``message``."""
+    with pytest.raises(SystemExit) as exc:
+        run_cli('infer.py', tool.main)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith('infer.py: error:') and message in err, err
 
 
 @pytest.mark.timeout(300)
@@ -164,11 +175,7 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         ([mixed, cfg, ckpt, '--classes', 'cat'], 'open-vocabulary'),
     ):
         monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
-        with pytest.raises(SystemExit) as exc:
-            run_cli('infer.py', tool.main)
-        assert exc.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert err.startswith('infer.py: error:') and message in err, err
+        _assert_cli_error(tool, message, capsys)
 
 
 @pytest.mark.timeout(300)
@@ -390,11 +397,7 @@ def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
         monkeypatch.setattr(sys, 'argv',
                             ['infer.py'] + [str(a) for a in argv] +
                             ['--vocab-cache', str(tmp_path)])
-        with pytest.raises(SystemExit) as exc:
-            run_cli('infer.py', tool.main)
-        assert exc.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert err.startswith('infer.py: error:') and message in err, err
+        _assert_cli_error(tool, message, capsys)
 
 
 def test_class_names_of_another_label_space_are_not_used():
@@ -507,11 +510,7 @@ def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path, repo_root,
             'infer.py', zero_shot['val_dir'], cfg, ckpt, '--out',
             str(tmp_path / 'bad')
         ] + argv)
-        with pytest.raises(SystemExit) as exc:
-            run_cli('infer.py', tool.main)
-        assert exc.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert err.startswith('infer.py: error:') and message in err, err
+        _assert_cli_error(tool, message, capsys)
 
 
 @pytest.mark.timeout(300)
