@@ -29,7 +29,7 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import MMLogger, print_log
 
-from mmlocat.datasets.text_embeddings import BACKGROUND, load_text_embeddings
+from mmlocat.datasets.text_embeddings import BACKGROUND, load_query_embeddings
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers
 from mmlocat.utils.provenance import read_checkpoint_meta
@@ -367,7 +367,7 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
 
     def build_host(self, cfg, checkpoint, device):
         model = cfg.model
-        names = load_text_embeddings(model['text_embeddings'])[2]
+        names = load_query_embeddings(model['text_embeddings']).classes
         if model.get('bg_thresh') is not None:
             names = [model.get('background_class', BACKGROUND)] + names
         self.dataset_classes = self.meta.get('classes')

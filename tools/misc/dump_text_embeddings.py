@@ -1,16 +1,17 @@
 """Write CLIP text embeddings of a dataset's classes (F-ViT heads,
 zero-shot segmentation).
 
-Each class name fills F-ViT's 63 prompt templates with its article and
-"This is " rules (``--templates clip --prompt-style plain`` for CLIP's
-ImageNet set, ``--templates imagenet80 --prompt-style plain`` for the 80
-prompts of zero-shot segmentation); the CLIP text tower (open_clip, with
-weights you supply) encodes them; the L2-normalised prompt embeddings are
-averaged and normalised again. Writes ``OUT.npy`` (``(C[+1], D)``),
-``OUT.json`` (the class names, row by row, and the text model: open_clip
-name, weights file and its sha256, which F-ViT compares with its backbone
-checkpoint's) and, with ``--ann-file``, ``OUT.base.json`` (the base
-classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
+Each name fills the prompt templates (F-ViT's 63 with its article and
+"This is " rules by default; ``--templates clip --prompt-style plain`` for
+CLIP's ImageNet set, ``--templates imagenet80 --prompt-style plain`` for
+the 80 prompts of zero-shot segmentation); the CLIP text tower (open_clip,
+with weights you supply) encodes them; the L2-normalised prompt embeddings
+are averaged and normalised again. Writes ``OUT.npy`` (one row per name),
+``OUT.json`` (the class names and the text model: open_clip name, weights
+file and its sha256, templates and prompt style, which F-ViT and the
+zero-shot segmentor compare with their configs and checkpoints) and, with
+``--ann-file``, ``OUT.base.json`` (the base classes: OV-COCO
+``split == 'base'`` or LVIS frequent + common)::
 
     python tools/misc/dump_text_embeddings.py \
         --ann-file data/coco/annotations/instances_val2017_all_2.json \
@@ -19,8 +20,19 @@ classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
 
 Names are taken in category-id order, which is the label order of mmdet's
 ``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one
-name a line) gives them explicitly instead; ``--seg-config CONFIG`` takes
-those of a zero-shot segmentation config's test dataset (configs/last).
+name a line) gives them explicitly instead. ``--seg-config CONFIG`` writes
+what a zero-shot segmentation config (configs/last) reads: its test
+dataset's classes, each with the names (synonyms) of the config's
+``model.class_name_file`` (SCLIP's format; one row per name, the sidecar
+mapping rows to classes) or its own name when the config names no file,
+with the config's ``templates`` / ``prompt_style`` (other values are
+refused)::
+
+    python tools/misc/dump_text_embeddings.py \
+        --seg-config configs/last/zeroshot_clip-b16_voc20.py \
+        --model ViT-B-16-quickgelu --pretrained checkpoints/ViT-B-16.pt \
+        data/embeddings/voc20_clip-b16.npy
+
 ``--model-config FILE`` registers an open_clip model-config JSON (its file
 stem is the model name) for models open_clip does not ship.
 """
@@ -31,11 +43,10 @@ import os.path as osp
 from mmengine.config import Config
 
 from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
-from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
-                                              build_class_embeddings,
-                                              names_from_annotations,
-                                              read_class_names,
-                                              save_text_embeddings)
+from mmlocat.datasets.text_embeddings import (
+    PROMPT_STYLES, TEMPLATE_SETS, build_class_embeddings,
+    build_query_embeddings, config_class_name_lines, config_class_names,
+    names_from_annotations, read_class_names, save_text_embeddings)
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
 
@@ -48,7 +59,8 @@ def parse_args():
     src.add_argument(
         '--seg-config',
         help='zero-shot segmentation config: its test dataset\'s classes '
-        '(without background when the model has bg_thresh)')
+        '(without background when the model has bg_thresh) with the names '
+        'of its class_name_file, its templates and prompt style')
     parser.add_argument('--model', default='ViT-B-16', help='open_clip arch')
     parser.add_argument(
         '--model-config',
@@ -65,50 +77,90 @@ def parse_args():
     parser.add_argument(
         '--templates',
         choices=sorted(TEMPLATE_SETS),
-        default='fvit',
-        help="prompt set: F-ViT's 63 (default), CLIP's ImageNet 63, CLIP's "
-        'full ImageNet 80 (imagenet80, zero-shot segmentation) or the '
-        'single "a photo of a {}."')
+        help="prompt set: F-ViT's 63 (default; with --seg-config the "
+        "config's), CLIP's ImageNet 63, CLIP's full ImageNet 80 "
+        '(imagenet80, zero-shot segmentation) or the single "a photo of a '
+        '{}."')
     parser.add_argument(
         '--prompt-style',
         choices=PROMPT_STYLES,
-        default='fvit',
-        help="F-ViT's name / article / 'This is' rules or plain filling")
+        help="F-ViT's name / article / 'This is' rules (default; with "
+        "--seg-config the config's) or plain filling")
     parser.add_argument('--device', default='cpu')
     parser.add_argument('out', help='output .npy path')
     return parser.parse_args()
 
 
+def seg_config_recipe(args, cfg) -> tuple:
+    """``(templates, prompt_style)``: the config's, which the arguments may
+    repeat but not change."""
+    recipe = []
+    defaults = dict(templates='imagenet80', prompt_style='plain')
+    for key, default in defaults.items():
+        wanted = cfg.model.get(key, default) or default
+        given = getattr(args, key)
+        if given is not None and given != wanted:
+            option = '--' + key.replace('_', '-')
+            raise ValueError(
+                f'{option} {given} but {args.seg_config} names {key}='
+                f'{wanted!r} (the segmentor refuses other embeddings): drop '
+                f'{option} or change the config')
+        recipe.append(wanted)
+    return tuple(recipe)
+
+
 def main():
     args = parse_args()
-    base = None
+    base = lines = None
+    templates = args.templates or 'fvit'
+    prompt_style = args.prompt_style or 'fvit'
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
             names, base = names_from_annotations(json.load(f))
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
-        from mmlocat.datasets.text_embeddings import config_class_names
-        names = config_class_names(Config.fromfile(args.seg_config))
+        cfg = Config.fromfile(args.seg_config)
+        templates, prompt_style = seg_config_recipe(args, cfg)
+        names = config_class_names(cfg)
+        if cfg.model.get('class_name_file') is not None:
+            lines = config_class_name_lines(cfg)
     else:
         names = read_class_names(args.names)
     model_name = args.model
     if args.model_config:
         model_name = register_model_config(args.model_config)
     encode = open_clip_encoder(model_name, args.pretrained, args.device)
-    embeddings, rows = build_class_embeddings(
-        names,
-        encode,
-        templates=TEMPLATE_SETS[args.templates],
-        background=args.background,
-        prompt_style=args.prompt_style)
     text_model = dict(
         clip_provenance(model_name, args.pretrained),
-        templates=args.templates,
-        prompt_style=args.prompt_style)
+        templates=templates,
+        prompt_style=prompt_style)
     if 'weights' not in text_model:  # an open_clip tag, not a file
         text_model['weights'] = args.pretrained
-    save_text_embeddings(args.out, embeddings, rows, text_model=text_model)
-    print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]}')
+    if lines is not None:
+        if args.background:
+            raise ValueError('--background appends F-ViT\'s background row; '
+                             'a zero-shot config with a class-name file '
+                             'gets its background from that file')
+        embeddings, rows, query_class = build_query_embeddings(
+            lines, encode, TEMPLATE_SETS[templates], prompt_style)
+        save_text_embeddings(
+            args.out,
+            embeddings,
+            rows,
+            text_model=text_model,
+            query_class=query_class,
+            classes=names)
+    else:
+        embeddings, rows = build_class_embeddings(
+            names,
+            encode,
+            templates=TEMPLATE_SETS[templates],
+            background=args.background,
+            prompt_style=prompt_style)
+        save_text_embeddings(args.out, embeddings, rows, text_model=text_model)
+    print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]} '
+          f'({len(rows)} names, {len(names)} classes, {templates} '
+          f'templates, {prompt_style} prompts)')
     if base is not None:
         base_file = osp.splitext(args.out)[0] + '.base.json'
         with open(base_file, 'w', encoding='utf-8') as f:
