@@ -210,8 +210,9 @@ def convert_coco_stuff_object(stuff_dir: str,
     if not osp.isdir(stuff_dir):
         raise FileNotFoundError(
             f'COCO-Stuff-164k map folder not found: {stuff_dir}')
-    names = sorted(n for n in os.listdir(stuff_dir)
-                   if n.endswith('.png') and 'TrainIds' not in n)
+    names = sorted(
+        n for n in os.listdir(stuff_dir)
+        if n.endswith('.png') and 'TrainIds' not in n)
     if not names:
         raise ValueError(
             f'{stuff_dir} holds no COCO-Stuff-164k maps (<stem>.png, '

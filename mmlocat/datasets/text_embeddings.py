@@ -223,8 +223,7 @@ def build_class_embeddings(
     if len(set(class_names)) != len(class_names):
         raise ValueError('class_names has duplicates')
     names = list(class_names) + ([BACKGROUND] if background else [])
-    return _embed_names(names, encode_text_fn, templates,
-                        prompt_style), names
+    return _embed_names(names, encode_text_fn, templates, prompt_style), names
 
 
 def _embed_names(names: Sequence[str], encode_text_fn: Callable,
@@ -362,8 +361,8 @@ def build_query_embeddings(
         raise ValueError('every class needs at least one name')
     queries = [n for names in lines for n in names]
     query_class = [k for k, names in enumerate(lines) for _ in names]
-    return (_embed_names(queries, encode_text_fn, templates, prompt_style),
-            queries, query_class)
+    return (_embed_names(queries, encode_text_fn, templates,
+                         prompt_style), queries, query_class)
 
 
 def save_text_embeddings(path: str,
@@ -456,8 +455,10 @@ def _check_query_map(query_class: List[int], rows: int, num_classes: int,
     if len(query_class) != rows:
         raise ValueError(f'{where}: {len(query_class)} query_class entries '
                          f'for {rows} rows')
-    bad = [k for k in query_class if not isinstance(k, int) or isinstance(
-        k, bool) or not 0 <= k < num_classes]
+    bad = [
+        k for k in query_class if not isinstance(k, int)
+        or isinstance(k, bool) or not 0 <= k < num_classes
+    ]
     if bad:
         raise ValueError(f'{where}: query_class holds {bad[:5]}, not class '
                          f'indices in [0, {num_classes})')

@@ -34,7 +34,6 @@ ADE20K_OWNED = ('ADEChallengeData2016', )
 COCO_STUFF_OWNED = ('images', 'annotations')
 PASCAL_CONTEXT_OWNED = ('VOCdevkit', )
 
-
 # mmseg's COCO-Stuff train id (0..170, 255) -> the original map's value
 # (category id - 1): the 80 thing ids, then stuff ids 92..182 as 91..181.
 _COCO_STUFF_RAW = np.full(256, 255, dtype=np.uint8)

@@ -91,8 +91,8 @@ def check_checkpoint_clip(text_model: Dict, text_file: str,
 
 
 def check_prompt_recipe(text_model: Dict, text_file: str,
-                        expected: Dict[str, Optional[str]],
-                        consumer: str) -> None:
+                        expected: Dict[str,
+                                       Optional[str]], consumer: str) -> None:
     """Raise if an embedding file was written with another prompt recipe
     than ``consumer`` names.
 

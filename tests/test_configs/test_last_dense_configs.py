@@ -24,8 +24,7 @@ TOWERS = {
     'clip-b16': ('mmlocat.CLIPViT', 'b', 'clip-vit-b16'),
     'clip-l14': ('mmlocat.CLIPViT', 'l', 'clip-vit-l14'),
     'eva02-clip-b16': ('mmlocat.EVA02CLIPViT', 'b', 'eva02-clip-b16'),
-    'eva02-clip-l14-336': ('mmlocat.EVA02CLIPViT', 'l',
-                           'eva02-clip-l14-336'),
+    'eva02-clip-l14-336': ('mmlocat.EVA02CLIPViT', 'l', 'eva02-clip-l14-336'),
     'metaclip-b16': ('mmlocat.CLIPViT', 'b', 'metaclip-b16-fullcc'),
     'metaclip-l14': ('mmlocat.CLIPViT', 'l', 'metaclip-l14-fullcc'),
 }
@@ -147,8 +146,10 @@ model = dict(text_embeddings='e.npy', **_base_.zero_shot_dataset)
     model = cfg.model
     assert model.class_name_file is None and model.logit_scale == 100
     assert model.get('prob_thd', 0.) == 0
-    resize = [s['scale'] for s in cfg.test_dataloader.dataset.pipeline
-              if s['type'] == 'Resize']
+    resize = [
+        s['scale'] for s in cfg.test_dataloader.dataset.pipeline
+        if s['type'] == 'Resize'
+    ]
     assert resize == [(2048, short_side)]
     classes = config_class_names(cfg)
     assert len(classes) == num_classes

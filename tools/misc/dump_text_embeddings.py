@@ -43,10 +43,7 @@ import os.path as osp
 from mmengine.config import Config
 
 from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
-from mmlocat.datasets.text_embeddings import (
-    PROMPT_STYLES, TEMPLATE_SETS, build_class_embeddings,
-    build_query_embeddings, config_class_name_lines, config_class_names,
-    names_from_annotations, read_class_names, save_text_embeddings)
+from mmlocat.datasets import text_embeddings as te
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
 
@@ -76,14 +73,14 @@ def parse_args():
         help="append a 'background' row (embedding of the word)")
     parser.add_argument(
         '--templates',
-        choices=sorted(TEMPLATE_SETS),
+        choices=sorted(te.TEMPLATE_SETS),
         help="prompt set: F-ViT's 63 (default; with --seg-config the "
         "config's), CLIP's ImageNet 63, CLIP's full ImageNet 80 "
         '(imagenet80, zero-shot segmentation) or the single "a photo of a '
         '{}."')
     parser.add_argument(
         '--prompt-style',
-        choices=PROMPT_STYLES,
+        choices=te.PROMPT_STYLES,
         help="F-ViT's name / article / 'This is' rules (default; with "
         "--seg-config the config's) or plain filling")
     parser.add_argument('--device', default='cpu')
@@ -116,16 +113,16 @@ def main():
     prompt_style = args.prompt_style or 'fvit'
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
-            names, base = names_from_annotations(json.load(f))
+            names, base = te.names_from_annotations(json.load(f))
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         cfg = Config.fromfile(args.seg_config)
         templates, prompt_style = seg_config_recipe(args, cfg)
-        names = config_class_names(cfg)
+        names = te.config_class_names(cfg)
         if cfg.model.get('class_name_file') is not None:
-            lines = config_class_name_lines(cfg)
+            lines = te.config_class_name_lines(cfg)
     else:
-        names = read_class_names(args.names)
+        names = te.read_class_names(args.names)
     model_name = args.model
     if args.model_config:
         model_name = register_model_config(args.model_config)
@@ -141,9 +138,9 @@ def main():
             raise ValueError('--background appends F-ViT\'s background row; '
                              'a zero-shot config with a class-name file '
                              'gets its background from that file')
-        embeddings, rows, query_class = build_query_embeddings(
-            lines, encode, TEMPLATE_SETS[templates], prompt_style)
-        save_text_embeddings(
+        embeddings, rows, query_class = te.build_query_embeddings(
+            lines, encode, te.TEMPLATE_SETS[templates], prompt_style)
+        te.save_text_embeddings(
             args.out,
             embeddings,
             rows,
@@ -151,13 +148,14 @@ def main():
             query_class=query_class,
             classes=names)
     else:
-        embeddings, rows = build_class_embeddings(
+        embeddings, rows = te.build_class_embeddings(
             names,
             encode,
-            templates=TEMPLATE_SETS[templates],
+            templates=te.TEMPLATE_SETS[templates],
             background=args.background,
             prompt_style=prompt_style)
-        save_text_embeddings(args.out, embeddings, rows, text_model=text_model)
+        te.save_text_embeddings(
+            args.out, embeddings, rows, text_model=text_model)
     print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]} '
           f'({len(rows)} names, {len(names)} classes, {templates} '
           f'templates, {prompt_style} prompts)')

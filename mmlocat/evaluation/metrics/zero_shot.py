@@ -19,8 +19,7 @@ from mmlocat.datasets.text_embeddings import (load_text_embeddings,
                                               read_text_model,
                                               resolve_class_names)
 from mmlocat.registry import METRICS
-from mmlocat.utils.provenance import (check_checkpoint_clip,
-                                      check_prompt_recipe)
+from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
 
 __all__ = ['ZeroShotAccuracy']
 
