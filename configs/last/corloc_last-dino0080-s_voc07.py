@@ -12,10 +12,5 @@
 # The paper's arch is ViT-S/16; the converter prints the checkpoint's own
 # args.arch / args.patch_size, and a checkpoint of another arch does not load
 # (strict Pretrained loading).
-_base_ = './corloc_dino-s_voc07.py'
-model = dict(
-    backbone=dict(
-        init_cfg=dict(
-            type='Pretrained',
-            checkpoint='checkpoints/last-dino0080-s_mmlocat.pth',
-            prefix='backbone.')))
+_base_ = ['./corloc_dino-s_voc07.py', './_base_/last-dino0080-s.py']
+model = dict(backbone=dict(init_cfg=_base_.last_dino0080_init))

@@ -206,9 +206,19 @@ def test_corloc_configs(dataset, weights):
         _assert_padded_grid(cfg)
     else:
         twin = _load(f'corloc_dino-s_{dataset}.py').to_dict()
-        assert diff(twin, cfg.to_dict()) == {
-            'model.backbone.init_cfg.type.': (None, 'Pretrained'),
-            'model.backbone.init_cfg.checkpoint.':
-            (None, 'checkpoints/last-dino0080-s_mmlocat.pth'),
-            'model.backbone.init_cfg.prefix.': (None, 'backbone.'),
+        changed = diff(twin, cfg.to_dict())
+        init = {
+            'type.': 'Pretrained',
+            'checkpoint.': 'checkpoints/last-dino0080-s_mmlocat.pth',
+            'prefix.': 'backbone.'
+        }
+        assert changed == {
+            **{
+                f'model.backbone.init_cfg.{k}': (None, v)
+                for k, v in init.items()
+            },
+            **{
+                f'last_dino0080_init.{k}': (None, v)
+                for k, v in init.items()
+            }
         }

@@ -122,28 +122,36 @@ def test_imagenet_loc_missing_and_bad_args(imagenet_root):
             data_root=str(imagenet_root), data_prefix='val', max_area_ratio=0)
 
 
-def test_voc_layout(tmp_path):
+def _voc_trainval(tmp_path, objects, difficult=()):
+    """VOC2007 layout with images 000005 and 000007 and their XML boxes;
+    returns the dataset arguments of the CorLoc protocol's trainval."""
     root = tmp_path / 'VOC2007'
-    for name in ('000005', '000007'):
+    (root / 'Annotations').mkdir(parents=True)
+    for name, boxes in zip(('000005', '000007'), objects):
         _write_img(root / 'JPEGImages' / f'{name}.jpg')
-    (root / 'Annotations').mkdir()
-    _write_xml(
-        root / 'Annotations' / '000005.xml',
-        '000005', [(1, 1, 40, 30), (50, 10, 70, 40)],
-        difficult=(1, ))
-    _write_xml(root / 'Annotations' / '000007.xml', '000007', [(5, 5, 9, 9)])
+        _write_xml(
+            root / 'Annotations' / f'{name}.xml',
+            name,
+            boxes,
+            difficult=difficult)
     (root / 'ImageSets' / 'Main').mkdir(parents=True)
     (root / 'ImageSets' / 'Main' /
      'trainval.txt').write_text('000005\n000007\n')
-    ds = ImageNetLocDataset(
+    return dict(
         data_root=str(root),
         data_prefix='JPEGImages',
         box_prefix='Annotations',
         ann_file='ImageSets/Main/trainval.txt',
         with_label=False,
         img_suffix='.jpg',
-        filter_single_small=False,
-        skip_difficult=True)
+        filter_single_small=False)
+
+
+def test_voc_layout(tmp_path):
+    kwargs = _voc_trainval(
+        tmp_path, [[(1, 1, 40, 30), (50, 10, 70, 40)], [(5, 5, 9, 9)]],
+        difficult=(1, ))
+    ds = ImageNetLocDataset(skip_difficult=True, **kwargs)
     assert len(ds) == 2
     first = ds.get_data_info(0)
     assert first['img_path'].endswith('000005.jpg')
@@ -254,23 +262,7 @@ def test_expected_num_images(tmp_path, imagenet_root):
 
 
 def test_voc_image_without_objects(tmp_path):
-    root = tmp_path / 'VOC2007'
-    for name in ('000005', '000007'):
-        _write_img(root / 'JPEGImages' / f'{name}.jpg')
-    (root / 'Annotations').mkdir()
-    _write_xml(root / 'Annotations' / '000005.xml', '000005', [(1, 1, 9, 9)])
-    _write_xml(root / 'Annotations' / '000007.xml', '000007', [])
-    (root / 'ImageSets' / 'Main').mkdir(parents=True)
-    (root / 'ImageSets' / 'Main' /
-     'trainval.txt').write_text('000005\n000007\n')
-    kwargs = dict(
-        data_root=str(root),
-        data_prefix='JPEGImages',
-        box_prefix='Annotations',
-        ann_file='ImageSets/Main/trainval.txt',
-        with_label=False,
-        img_suffix='.jpg',
-        filter_single_small=False)
+    kwargs = _voc_trainval(tmp_path, [[(1, 1, 9, 9)], []])
     with pytest.raises(ValueError, match=r'1 of 2 images.*000007.jpg'):
         ImageNetLocDataset(**kwargs)
     with logged_warnings() as warnings:
