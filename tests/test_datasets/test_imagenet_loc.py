@@ -175,18 +175,15 @@ def test_coco_boxes(tmp_path):
         ],
         categories=[dict(id=1, name='thing')])
     (tmp_path / 'ann.json').write_text(json.dumps(coco))
+    where = dict(
+        data_root=str(tmp_path),
+        ann_file='ann.json',
+        data_prefix=dict(img_path='images'))
     # z only has a crowd box: named, an error by default
     with pytest.raises(ValueError, match=r"1 of 3 images have no box.*z.jpg"):
-        CocoBoxesDataset(
-            data_root=str(tmp_path),
-            ann_file='ann.json',
-            data_prefix=dict(img_path='images'))
+        CocoBoxesDataset(**where)
     with logged_warnings() as warnings:
-        ds = CocoBoxesDataset(
-            data_root=str(tmp_path),
-            ann_file='ann.json',
-            data_prefix=dict(img_path='images'),
-            without_boxes='skip')
+        ds = CocoBoxesDataset(without_boxes='skip', **where)
     assert len(ds) == 2
     assert len(warnings) == 1 and 'z.jpg' in warnings[0]
     assert "dropped (without_boxes='skip')" in warnings[0]
@@ -196,18 +193,10 @@ def test_coco_boxes(tmp_path):
         ds.get_data_info(1)['gt_bboxes'], [[0, 0, 40, 40]])
     assert ds.get_data_info(0)['ann_img_shape'] == (60, 80)
     with logged_warnings() as warnings:
-        ds = CocoBoxesDataset(
-            data_root=str(tmp_path),
-            ann_file='ann.json',
-            data_prefix=dict(img_path='images'),
-            without_boxes='keep')
+        ds = CocoBoxesDataset(without_boxes='keep', **where)
     assert len(ds) == 3 and ds.get_data_info(2)['gt_bboxes'].shape == (0, 4)
     assert 'z.jpg' in warnings[0] and 'CorLoc miss' in warnings[0]
-    ds = CocoBoxesDataset(
-        data_root=str(tmp_path),
-        ann_file='ann.json',
-        data_prefix=dict(img_path='images'),
-        filter_single_small=True)
+    ds = CocoBoxesDataset(filter_single_small=True, **where)
     assert len(ds) == 1  # 1600 px of y is 33% of the image
     (tmp_path / 'bad.json').write_text(json.dumps(dict(images=[])))
     with pytest.raises(ValueError, match='COCO JSON'):
