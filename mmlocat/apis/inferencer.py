@@ -56,7 +56,8 @@ from mmlocat.visualization.predictions import (draw_classification,
                                                draw_detection,
                                                draw_segmentation, label_colors)
 from . import vocabulary as voc
-from .images import downscale, named_images, read_image_rgb
+from .images import (downscale, image_notes, named_images, read_image_rgb,
+                     unreadable_reason)
 
 __all__ = [
     'TaskHandler', 'ClassificationHandler', 'SegmentationHandler',
@@ -666,18 +667,22 @@ class MMLocatInferencer:
                 (segmentation and zero-shot segmentation also write
                 ``NAME.labels.png``); None writes nothing. Names two
                 inputs would share, or outputs that would overwrite an
-                input, are an error before anything is written.
+                input, are an error before anything is written. An
+                ``out_dir`` inside an input folder is not searched for
+                images.
             show_progress: A tqdm bar over the images.
 
         Returns:
             ``dict(predictions=[...], skipped=[...])``: one dict per image
             (``image``, ``task``, the task's fields, the host's
             ``data_sample``; ``png`` / ``json`` when written;
-            ``inference_shape`` when it was downscaled to ``max_side``)
-            and, for images that cannot be read or run out of memory,
+            ``inference_shape`` when it was downscaled to ``max_side``;
+            ``input_notes`` when decoding changed it: EXIF orientation,
+            alpha, CMYK, grayscale, 16-bit, see :func:`image_notes`) and,
+            for images that cannot be read or run out of memory,
             ``dict(image=..., reason=...)``.
         """
-        named = named_images(inputs)
+        named = named_images(inputs, skip_dir=out_dir)
         stems = [None] * len(named)
         if out_dir is not None:
             stems = plan_outputs(named, out_dir, self.handler.suffixes)
@@ -696,7 +701,7 @@ class MMLocatInferencer:
         for (path, _), out_stem in iterator:
             img = read_image_rgb(path)
             if img is None:
-                skip(path, 'cannot be read as an image')
+                skip(path, unreadable_reason(path))
                 continue
             oom = None
             try:
@@ -725,6 +730,10 @@ class MMLocatInferencer:
         shape = img.shape[:2]
         small = downscale(img, self.max_side) if self.max_side else img
         record = dict(image=path, task=self.task)
+        notes = image_notes(path)
+        if notes:
+            record['input_notes'] = notes
+            print_log(f'infer: {path}: {"; ".join(notes)}', logger='current')
         with torch.no_grad():
             if small is img:
                 sample = handler.predict(path)

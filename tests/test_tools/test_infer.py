@@ -92,10 +92,11 @@ def _infer(repo_root, monkeypatch, capsys, *argv, code=0):
 
 
 def _records(out_dir):
+    """Every JSON below ``out_dir``, by its image's file name."""
     records = {}
     for path in sorted(
-            osp.join(out_dir, f) for f in os.listdir(out_dir)
-            if f.endswith('.json')):
+            osp.join(root, f) for root, _, files in os.walk(out_dir)
+            for f in files if f.endswith('.json')):
         with open(path) as f:
             record = json.load(f)
         records[osp.basename(record['image'])] = record
@@ -175,8 +176,9 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         code=1)
     assert '2 image(s) written' in printed.out
     assert '2 skipped' in printed.out
-    for bad in ('broken.jpg', 'empty.png'):
-        assert f'skipped {mixed / bad}: cannot be read' in printed.err
+    for bad, reason in (('broken.jpg', 'cannot be decoded as an image'),
+                        ('empty.png', 'empty file (0 bytes)')):
+        assert f'skipped {mixed / bad}: {reason}' in printed.err
     assert sorted(_records(str(tmp_path / 'out2'))) == sorted(good)
 
     # a checkpoint that leaves weights random is refused, as by test.py
@@ -695,6 +697,14 @@ def test_output_names_cannot_collide(seg_model, tmp_path, repo_root,
         assert not (tmp_path / 'out2').exists()
         assert sorted(os.listdir(other)) == before
 
+    # an output folder inside the input folder is not searched: a second
+    # run there predicts the same 4 images again
+    for _ in range(2):
+        printed = _infer(repo_root, monkeypatch, capsys, folder, cfg, ckpt,
+                         '--out', folder / 'results')
+        assert '4 image(s) written' in printed.out
+    assert len(os.listdir(folder / 'results')) == 3 * 3 + 1  # + sub/
+
 
 def test_plan_outputs():
     from mmlocat.apis.inferencer import plan_outputs
@@ -707,22 +717,35 @@ def test_plan_outputs():
                         suffixes) == ['o/x.jpg', 'o/x.png']
 
 
-@pytest.mark.timeout(300)
-def test_checkpoint_errors_as_test_py(tmp_path, repo_root, monkeypatch,
-                                      capsys):
-    """A 0-byte checkpoint ended infer.py in a raw EOFError; every bad file
-    now gets the sentence tools/test.py prints (the same reader), before
-    anything is built."""
-    from mmlocat.utils.pretrained import read_checkpoint
+@pytest.fixture(scope='module')
+def cls_model(repo_root, tmp_path_factory):
+    """A tiny random-init LocAtViT classifier (6 classes) derived from the
+    shipped config, and its generated validation folder."""
+    tmp = tmp_path_factory.mktemp('cls')
     paths = generate(
-        'imagenet', str(tmp_path / 'in'), 1, 1, (40, 48), num_classes=6)
-    cfg = tmp_path / 'cls.py'
+        'imagenet', str(tmp / 'in'), 1, 1, (40, 48), seed=0, num_classes=6)
+    cfg = tmp / 'cls.py'
     cfg.write_text(
         CLS_CONFIG.format(
             base=osp.join(repo_root, 'configs/locat/locat-t_8xb128_in1k.py'),
             root=paths['data_root']))
-    ckpt = str(tmp_path / 'cls.pth')
-    _build_and_save(str(cfg), 'mmpretrain', ckpt)
+    ckpt = str(tmp / 'cls.pth')
+    _build_and_save(
+        str(cfg),
+        'mmpretrain',
+        ckpt,
+        meta=dict(dataset_meta=dict(classes=paths['classes'])))
+    return dict(
+        cfg=str(cfg), ckpt=ckpt, val_dir=osp.join(paths['data_root'], 'val'))
+
+
+def test_checkpoint_errors_as_test_py(cls_model, tmp_path, repo_root,
+                                      monkeypatch, capsys):
+    """A 0-byte checkpoint ended infer.py in a raw EOFError; every bad file
+    now gets the sentence tools/test.py prints (the same reader), before
+    anything is built."""
+    from mmlocat.utils.pretrained import read_checkpoint
+    ckpt = cls_model['ckpt']
     data = open(ckpt, 'rb').read()
     state = torch.load(ckpt, weights_only=False)
     state['state_dict']['head.layers.head.weight'][0, 0] = float('nan')
@@ -735,12 +758,13 @@ def test_checkpoint_errors_as_test_py(tmp_path, repo_root, monkeypatch,
         (tmp_path / name).write_bytes(content)
     torch.save(state, str(tmp_path / 'nan.pth'))
     tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
-    image = osp.join(paths['data_root'], 'val')
     for name in list(bad) + ['nan.pth']:
         path = str(tmp_path / name)
         with pytest.raises(ValueError) as want:
             read_checkpoint(path)
-        monkeypatch.setattr(sys, 'argv', ['infer.py', image, str(cfg), path])
+        monkeypatch.setattr(
+            sys, 'argv',
+            ['infer.py', cls_model['val_dir'], cls_model['cfg'], path])
         _assert_cli_error(tool, str(want.value), capsys)
 
 
@@ -834,6 +858,22 @@ for max_side in ('0', '512'):
 """
 
 
+def test_is_out_of_memory_on_real_allocation_failures():
+    """What numpy, torch's CPU allocator and OpenCV raise for 1 EiB."""
+    from mmlocat.apis.inferencer import is_out_of_memory
+    failures = (
+        lambda: np.empty(1 << 60, np.uint8),
+        lambda: torch.empty(1 << 60, dtype=torch.uint8),
+        lambda: cv2.resize(np.zeros((4, 4), np.uint8), (1 << 20, 1 << 20)),
+    )
+    for allocate in failures:
+        with pytest.raises(Exception) as exc:
+            allocate()
+        assert is_out_of_memory(exc.value), exc.value
+    assert not is_out_of_memory(ValueError('bad value'))
+    assert not is_out_of_memory(RuntimeError('size mismatch'))
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(
     not sys.platform.startswith('linux'), reason='RLIMIT_AS, /proc')
@@ -877,3 +917,107 @@ def test_out_of_memory_is_named_counted_and_skipped(seg_model, tmp_path,
     assert '1 image(s) written' in first
     assert '1 skipped (1 out of memory)' in first
     assert '2 image(s) written' in second and '0 skipped' in second
+
+
+def _drill_images(src, folder):
+    """One image in the formats a user may have, and three broken files;
+    returns the RGB array each good file must decode to."""
+    from PIL import Image
+    folder.mkdir()
+    bgr = cv2.imread(src)
+    rgb = np.ascontiguousarray(bgr[..., ::-1])
+    Image.fromarray(rgb).convert('L').save(folder / 'gray.jpg')
+    Image.fromarray(rgb).convert('CMYK').save(folder / 'cmyk.jpg')
+    cv2.imwrite(str(folder / 'deep16.png'), bgr.astype(np.uint16) * 257)
+    alpha = np.tile(
+        np.linspace(0, 255, rgb.shape[1]).astype(np.uint8), (rgb.shape[0], 1))
+    Image.fromarray(np.dstack([rgb, alpha]), 'RGBA').save(folder / 'rgba.png')
+    exif = Image.Image().getexif()
+    exif[0x0112] = 6  # stored sideways: rotate 90 degrees clockwise
+    Image.fromarray(rgb).save(folder / 'exif6.jpg', exif=exif.tobytes())
+    data = open(src, 'rb').read()
+    (folder / 'truncated.jpg').write_bytes(data[:len(data) * 9 // 10])
+    (folder / 'empty.jpg').write_bytes(b'')
+    (folder / 'text.png').write_bytes(b'hello\n')
+    return {
+        'deep16.png': rgb,  # 16-bit: v * 257 -> v
+        'rgba.png': rgb,  # alpha dropped
+        'exif6.jpg': None,  # JPEG: compared by shape
+        'gray.jpg': None,
+        'cmyk.jpg': None,
+    }
+
+
+DRILL_NOTES = {
+    'deep16.png': '16-bit samples reduced to 8 bits',
+    'rgba.png': 'alpha channel ignored',
+    'exif6.jpg': 'EXIF orientation 6 applied',
+    'gray.jpg': 'grayscale: one channel repeated to RGB',
+    'cmyk.jpg': 'CMYK converted to RGB',
+}
+DRILL_SKIPPED = {
+    'truncated.jpg': 'cannot be decoded as an image',
+    'empty.jpg': 'empty file (0 bytes)',
+    'text.png': 'cannot be decoded as an image (6 bytes',
+}
+
+
+@pytest.mark.timeout(600)
+def test_image_kinds_through_every_task(seg_model, cls_model, coco_fvit,
+                                        zero_shot, tmp_path, repo_root,
+                                        monkeypatch, capsys):
+    """Grayscale, CMYK, 16-bit, RGBA and EXIF-rotated images are predicted
+    as the hosts decode them (the JSON says what decoding changed);
+    truncated, empty and non-image files are named, skipped and counted,
+    and the run exits 1; for every task."""
+    import mmcv
+
+    from mmlocat.apis import MMLocatInferencer
+    src = osp.join(seg_model['val_dir'],
+                   sorted(os.listdir(seg_model['val_dir']))[0])
+    folder = tmp_path / 'drill'
+    decoded = _drill_images(src, folder)
+    h, w = cv2.imread(src).shape[:2]
+    for name, want in decoded.items():
+        got = mmcv.imread(str(folder / name), channel_order='rgb')
+        shape = (w, h, 3) if name == 'exif6.jpg' else (h, w, 3)
+        assert got.shape == shape, name
+        if want is not None:
+            np.testing.assert_array_equal(got, want)
+    models = {
+        'classification': cls_model,
+        'segmentation': seg_model,
+        'detection': coco_fvit,
+        'zero-shot segmentation': zero_shot,
+    }
+    for task, model in models.items():
+        out = tmp_path / task.replace(' ', '_')
+        printed = _infer(
+            repo_root,
+            monkeypatch,
+            capsys,
+            folder,
+            model['cfg'],
+            model['ckpt'],
+            '--out',
+            out,
+            code=1)
+        assert '5 image(s) written' in printed.out, task
+        assert '3 skipped' in printed.out, task
+        for name, reason in DRILL_SKIPPED.items():
+            assert f'skipped {folder / name}: {reason}' in printed.err
+        for name, note in DRILL_NOTES.items():
+            with open(out / (name + '.json')) as f:
+                record = json.load(f)
+            assert record['task'] == task
+            assert len(record['input_notes']) == 1
+            assert record['input_notes'][0].startswith(note), record
+    # each prediction is the one of the decoded image saved losslessly
+    inferencer = MMLocatInferencer(seg_model['cfg'], seg_model['ckpt'])
+    out = tmp_path / 'segmentation'
+    for name in DRILL_NOTES:
+        png = str(tmp_path / (name + '.decoded.png'))
+        cv2.imwrite(png, mmcv.imread(str(folder / name)))
+        labels = cv2.imread(
+            str(out / (name + '.labels.png')), cv2.IMREAD_UNCHANGED)
+        np.testing.assert_array_equal(labels, _labels_alone(inferencer, png))
