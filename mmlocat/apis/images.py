@@ -39,8 +39,7 @@ def named_images(paths: Union[str, Sequence[str]],
         if osp.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(
-                    d for d in dirs
-                    if osp.realpath(osp.join(root, d)) != skip)
+                    d for d in dirs if osp.realpath(osp.join(root, d)) != skip)
                 found = [
                     osp.join(root, f) for f in sorted(files)
                     if f.lower().endswith(IMG_EXTENSIONS)
