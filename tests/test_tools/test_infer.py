@@ -114,35 +114,16 @@ def _assert_cli_error(tool, message, capsys):
 
 
 @pytest.mark.timeout(300)
-def test_classification_png_json_equal_test_py(tmp_path, repo_root,
+def test_classification_png_json_equal_test_py(cls_model, tmp_path, repo_root,
                                                subprocess_env, monkeypatch,
                                                capsys):
-    paths = generate(
-        'imagenet',
-        str(tmp_path / 'in'),
-        1,
-        1, (40, 48),
-        seed=0,
-        num_classes=6)
-    root = paths['data_root']
-    cfg = tmp_path / 'cls.py'
-    cfg.write_text(
-        CLS_CONFIG.format(
-            base=osp.join(repo_root, 'configs/locat/locat-t_8xb128_in1k.py'),
-            root=root))
-    ckpt = str(tmp_path / 'cls.pth')
-    _build_and_save(
-        str(cfg),
-        'mmpretrain',
-        ckpt,
-        meta=dict(dataset_meta=dict(classes=paths['classes'])))
-    ref = _test_py(
-        str(cfg), ckpt, str(tmp_path / 'ref.pkl'), str(tmp_path / 'work'),
-        subprocess_env, repo_root)
+    cfg, ckpt = cls_model['cfg'], cls_model['ckpt']
+    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                   str(tmp_path / 'work'), subprocess_env, repo_root)
     assert len(ref) == 6
     out = tmp_path / 'out'
-    printed = _infer(repo_root, monkeypatch, capsys, osp.join(root, 'val'),
-                     cfg, ckpt, '--out', out).out
+    printed = _infer(repo_root, monkeypatch, capsys, cls_model['val_dir'], cfg,
+                     ckpt, '--out', out).out
     assert '6 image(s) written' in printed and '0 skipped' in printed
     records = _records(str(out))
     assert sorted(records) == sorted(ref)
@@ -150,7 +131,7 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         want = ref[name]['pred_score'].numpy()
         assert record['pred_scores'] == [float(s) for s in want]
         assert record['pred_label'] == int(want.argmax())
-        assert record['pred_class'] == paths['classes'][int(want.argmax())]
+        assert record['pred_class'] == cls_model['classes'][int(want.argmax())]
         assert [t['label'] for t in record['topk']
                 ] == list(np.argsort(-want, kind='stable')[:5])
         png = cv2.imread(record['png'])
@@ -736,7 +717,10 @@ def cls_model(repo_root, tmp_path_factory):
         ckpt,
         meta=dict(dataset_meta=dict(classes=paths['classes'])))
     return dict(
-        cfg=str(cfg), ckpt=ckpt, val_dir=osp.join(paths['data_root'], 'val'))
+        cfg=str(cfg),
+        ckpt=ckpt,
+        val_dir=osp.join(paths['data_root'], 'val'),
+        classes=paths['classes'])
 
 
 def test_checkpoint_errors_as_test_py(cls_model, tmp_path, repo_root,
