@@ -201,10 +201,13 @@ def load_pretrained(module: nn.Module,
         source=checkpoint)
 
 
-def check_checkpoint_covers(model: nn.Module,
-                            checkpoint: str,
-                            allow_partial: bool = False,
-                            logger=None) -> Optional[LoadReport]:
+def check_checkpoint_covers(
+    model: nn.Module,
+    checkpoint: str,
+    allow_partial: bool = False,
+    logger=None,
+    state_dict: Optional[Dict[str,
+                              torch.Tensor]] = None) -> Optional[LoadReport]:
     """Refuse to evaluate ``model`` with a checkpoint that leaves it random.
 
     Loads ``checkpoint`` (an mmengine training checkpoint or a converted
@@ -218,6 +221,10 @@ def check_checkpoint_covers(model: nn.Module,
         allow_partial: Report, but do not refuse, missing keys and shape
             mismatches (``tools/test.py --allow-partial-checkpoint``).
         logger: Logger for the report (default: print).
+        state_dict: The checkpoint's tensors when the caller has already
+            read them with :func:`read_checkpoint` (``tools/infer.py``
+            reads before it builds anything); ``checkpoint`` then only
+            names them.
 
     Returns:
         The report, or ``None`` when ``allow_partial`` let a shape mismatch
@@ -227,7 +234,9 @@ def check_checkpoint_covers(model: nn.Module,
         RuntimeError: Unless ``allow_partial``, if the checkpoint does not
             cover the model.
     """
-    state_dict = strip_prefix(read_checkpoint(checkpoint), ['module.'])
+    if state_dict is None:
+        state_dict = read_checkpoint(checkpoint)
+    state_dict = strip_prefix(state_dict, ['module.'])
     try:
         return load_state_dict_reported(
             model,
