@@ -333,42 +333,38 @@ class Made:
         return path
 
 
+def converted(tool: str, source: str, state_dict: Callable[[], dict], *args:
+              str) -> Maker:
+    """``tools/model_converters/TOOL SRC DST *ARGS``, ``SRC`` the source
+    ``state_dict()`` saved as ``sources/SOURCE`` (once)."""
+
+    def make(made: Made, dst: str) -> None:
+        run_tool(tool, made.source(source, state_dict), dst, *args)
+
+    return make
+
+
 def converted_timm(model_name: str, gaug: bool = False) -> Maker:
     """``locat2mmlocat.py`` on a timm ViT / DeiT (``gaug``: the released
     LocAtViT, a timm ViT with GAug)."""
-
-    def make(made: Made, dst: str) -> None:
-        stem = model_name + ('_locat' if gaug else '')
-        src = made.source(
-            f'{stem}.pth',
-            lambda: sources.timm_vit_state_dict(model_name, gaug=gaug))
-        run_tool('locat2mmlocat.py', src, dst)
-
-    return make
+    return converted(
+        'locat2mmlocat.py', model_name + ('_locat' if gaug else '') + '.pth',
+        functools.partial(sources.timm_vit_state_dict, model_name, gaug=gaug))
 
 
 def converted_torchvision(model_name: str) -> Maker:
     """``last_vit2mmlocat.py`` on a torchvision ViT (the LaSt-ViT release)."""
-
-    def make(made: Made, dst: str) -> None:
-        src = made.source(
-            f'torchvision_{model_name}.pth',
-            lambda: sources.torchvision_vit_state_dict(model_name))
-        run_tool('last_vit2mmlocat.py', src, dst)
-
-    return make
+    return converted(
+        'last_vit2mmlocat.py', f'torchvision_{model_name}.pth',
+        functools.partial(sources.torchvision_vit_state_dict, model_name))
 
 
 def converted_dino(model_name: str) -> Maker:
     """``dino2mmlocat.py`` on DINO's ViT (timm's layout, no head)."""
-
-    def make(made: Made, dst: str) -> None:
-        src = made.source(
-            f'dino_{model_name}.pth',
-            lambda: sources.timm_vit_state_dict(model_name, num_classes=0))
-        run_tool('dino2mmlocat.py', src, dst)
-
-    return make
+    return converted(
+        'dino2mmlocat.py', f'dino_{model_name}.pth',
+        functools.partial(
+            sources.timm_vit_state_dict, model_name, num_classes=0))
 
 
 def open_clip_weights(model_name: str) -> Maker:
@@ -495,7 +491,7 @@ MAKERS: Dict[str, Maker] = {
 
 MAKER_KINDS = ('converted_timm', 'converted_torchvision', 'converted_dino',
                'open_clip_weights', 'converted_clip', 'converted_eva02',
-               'trained')
+               'trained', 'converted')
 
 
 def missing_maker_message(config: str, names: List[str]) -> str:

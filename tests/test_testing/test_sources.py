@@ -79,15 +79,9 @@ def test_open_clip_models(name):
 
 
 def test_tiny_arch_keeps_all_but_the_width():
-    arch = dict(
-        embed_dims=768,
-        num_layers=12,
-        num_heads=12,
-        feedforward_channels=3072,
-        output_dims=512)
-    assert sources.tiny_arch(arch) == dict(
-        embed_dims=32,
-        num_layers=12,
-        num_heads=2,
-        feedforward_channels=64,
-        output_dims=512)
+    from mmlocat.models.backbones.vit_archs import VIT_ARCHS
+    arch = dict(VIT_ARCHS['b'], output_dims=512)  # CLIP's ViT-B/16
+    tiny = sources.tiny_arch(arch)
+    assert tiny == dict(
+        arch, embed_dims=32, num_heads=2, feedforward_channels=64)
+    assert (tiny['num_layers'], tiny['output_dims']) == (12, 512)
