@@ -23,8 +23,9 @@ from torch import Tensor, nn
 
 __all__ = [
     'TINY_WIDTH', 'TINY_HEADS', 'TINY_MLP_RATIO', 'tiny_arch',
-    'timm_vit_state_dict', 'torchvision_vit_state_dict',
-    'tiny_open_clip_config', 'open_clip_state_dict'
+    'timm_vit_state_dict', 'dino_training_checkpoint',
+    'torchvision_vit_state_dict', 'tiny_open_clip_config',
+    'open_clip_state_dict'
 ]
 
 TINY_WIDTH = 32
@@ -91,6 +92,45 @@ def timm_vit_state_dict(model_name: str,
                 for kind, value in layer.state_dict().items():
                     state_dict[f'blocks.{i}.attn.gaug.{name}.{kind}'] = value
     return state_dict
+
+
+def dino_training_checkpoint(model_name: str = 'vit_small_patch16_224',
+                             arch: str = 'vit_small',
+                             epoch: int = 80,
+                             out_dim: int = 64,
+                             seed: int = 0) -> dict:
+    """A DINO training checkpoint (``main_dino.py``'s ``checkpoint*.pth``,
+    the layout of the LaSt-ViT authors' ``dino0080.pth``): ``student``
+    (under DDP's ``module.``) and ``teacher``, each ``backbone.*`` (the timm
+    ``model_name`` at the tiny width, no classifier) plus DINO's projection
+    head ``head.*`` (3-layer MLP, weight-normed last layer), ``optimizer``,
+    ``epoch``, ``args`` (an ``argparse.Namespace``) and ``dino_loss``."""
+    import argparse
+    hidden, bottleneck = 2 * TINY_WIDTH, TINY_WIDTH // 2
+
+    def network(net_seed: int) -> StateDict:
+        state = OrderedDict(
+            ('backbone.' + k, v) for k, v in timm_vit_state_dict(
+                model_name, seed=net_seed, num_classes=0).items())
+        head = nn.Module()
+        head.mlp = nn.Sequential(
+            nn.Linear(TINY_WIDTH, hidden),
+            nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+            nn.Linear(hidden, bottleneck))
+        head.last_layer = nn.utils.weight_norm(
+            nn.Linear(bottleneck, out_dim, bias=False))
+        for key, value in head.state_dict().items():
+            state['head.' + key] = value
+        return state
+
+    student = network(seed + 1)
+    return dict(
+        student=OrderedDict(('module.' + k, v) for k, v in student.items()),
+        teacher=network(seed),
+        optimizer=dict(state={}, param_groups=[]),
+        epoch=epoch,
+        args=argparse.Namespace(arch=arch, patch_size=16, out_dim=out_dim),
+        dino_loss=dict(center=torch.zeros(1, out_dim)))
 
 
 def torchvision_vit_state_dict(model_name: str = 'vit_b_16',

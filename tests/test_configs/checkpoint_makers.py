@@ -447,6 +447,10 @@ MAKERS: Dict[str, Maker] = {
     trained('configs/last/vit-b_8xb512_in1k.py'),
     'checkpoints/dino-s_mmlocat.pth':
     converted_dino('vit_small_patch16_224'),
+    # the LaSt-ViT authors' DINO release (a main_dino.py training checkpoint)
+    'checkpoints/last-dino0080-s_mmlocat.pth':
+    converted('dino2mmlocat.py', 'dino0080.pth',
+              sources.dino_training_checkpoint),
     # "No supervised ViT-S weights of the paper are public: train or convert
     # your own": a timm DeiT-S through locat2mmlocat.py (LaSt adds no
     # parameters, so the LaSt-ViT-S file has the same keys).

@@ -85,3 +85,30 @@ def test_tiny_arch_keeps_all_but_the_width():
     assert tiny == dict(
         arch, embed_dims=32, num_heads=2, feedforward_channels=64)
     assert (tiny['num_layers'], tiny['output_dims']) == (12, 512)
+
+
+def test_dino_training_checkpoint_layout():
+    """main_dino.py's save_dict: student (DDP) and teacher multi-crop
+    wrappers (backbone + DINOHead), optimizer, epoch, args, dino_loss."""
+    import timm
+    ckpt = sources.dino_training_checkpoint()
+    assert set(ckpt) == {
+        'student', 'teacher', 'optimizer', 'epoch', 'args', 'dino_loss'
+    }
+    assert (ckpt['args'].arch, ckpt['args'].patch_size) == ('vit_small', 16)
+    teacher = ckpt['teacher']
+    backbone = {
+        k[len('backbone.'):]
+        for k in teacher if k.startswith('backbone.')
+    }
+    real = timm.create_model('vit_small_patch16_224', num_classes=0)
+    assert backbone == set(real.state_dict())  # DINO's ViT names = timm's
+    assert {k
+            for k in teacher if k.startswith('head.')} == {
+                'head.mlp.0.weight', 'head.mlp.0.bias', 'head.mlp.2.weight',
+                'head.mlp.2.bias', 'head.mlp.4.weight', 'head.mlp.4.bias',
+                'head.last_layer.weight_g', 'head.last_layer.weight_v'
+            }
+    assert set(ckpt['student']) == {'module.' + k for k in teacher}
+    assert not torch.equal(ckpt['student']['module.backbone.pos_embed'],
+                           teacher['backbone.pos_embed'])
