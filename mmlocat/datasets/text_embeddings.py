@@ -24,6 +24,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .ov_coco import split_base_names
+
 __all__ = [
     'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES',
     'IMAGENET_TEMPLATES', 'SINGLE_TEMPLATE', 'TEMPLATE_SETS', 'BACKGROUND',
@@ -138,7 +140,7 @@ def read_class_names(path: str) -> List[str]:
         with open(path, encoding='utf-8') as f:
             names = json.load(f)
         if isinstance(names, dict) and 'categories' in names:
-            names = names_from_annotations(names)[0]
+            names = names_from_annotations(names, path)[0]
         elif isinstance(names, dict) and 'classes' in names:
             names = names['classes']  # an embedding sidecar
     else:
@@ -342,19 +344,24 @@ def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
     return list(dataset.METAINFO['classes'])
 
 
-def names_from_annotations(ann: dict) -> Tuple[List[str], List[str]]:
+def names_from_annotations(
+        ann: dict,
+        source: str = 'the annotation dict') -> Tuple[List[str], List[str]]:
     """``(all names, base names)`` of a COCO/LVIS annotation dict, in
     category-id order (the label order of mmdet's datasets).
 
-    Base classes are those with ``split == 'base'`` (OV-COCO split files)
-    or LVIS ``frequency`` ``'f'``/``'c'``; with neither field, all.
+    Base classes are those with ``split`` ``'base'`` or OVR-CNN's
+    ``'seen'`` (OV-COCO split files, :func:`~mmlocat.datasets.ov_coco.
+    split_base_names`: other labels or no base class are an error naming
+    ``source``) or LVIS ``frequency`` ``'f'``/``'c'``; with neither field,
+    all.
     """
     if 'categories' not in ann:
         raise ValueError('not a COCO/LVIS annotation dict: no categories')
     cats = sorted(ann['categories'], key=lambda c: c['id'])
     names = [c['name'] for c in cats]
     if any('split' in c for c in cats):
-        base = [c['name'] for c in cats if c.get('split') == 'base']
+        base = split_base_names(cats, source)
     elif any('frequency' in c for c in cats):
         base = [c['name'] for c in cats if c.get('frequency') in ('f', 'c')]
     else:

@@ -84,7 +84,7 @@ def main():
     base = None
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
-            names, base = names_from_annotations(json.load(f))
+            names, base = names_from_annotations(json.load(f), args.ann_file)
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         from mmlocat.datasets.text_embeddings import config_class_names
