@@ -177,15 +177,25 @@ class FViT(TwoStageDetector):
     def run_backbone(self,
                      batch_inputs: Tensor,
                      dense: bool = False) -> Tuple[tuple, Optional[Tensor]]:
-        """Frozen backbone outputs and, if ``dense``, the CLIP map."""
+        """Frozen backbone outputs and, if ``dense``, the CLIP map.
+
+        Both are made contiguous, as F-ViT's ``_expand_x`` does: the maps
+        are permuted token grids (channels-last strides, which the convs
+        downstream keep), and mmcv's ``RoIAlign`` reads its input as
+        contiguous NCHW memory (open-mmlab/mmcv#2203): RoI features of
+        strided maps would be taken from the wrong places.
+        """
         with torch.no_grad():
             if dense or self.value_path_tap:
                 feats, vlm_map = self.backbone.forward_dense(
                     batch_inputs, value_path_tap=self.value_path_tap)
             else:
                 feats, vlm_map = self.backbone(batch_inputs), None
+        feats = tuple(f.contiguous() for f in feats)
         if not dense:
             vlm_map = None
+        elif vlm_map is not None:
+            vlm_map = vlm_map.contiguous()
         return feats, vlm_map
 
     def extract_feat(self, batch_inputs: Tensor) -> Tuple[Tensor]:

@@ -169,6 +169,34 @@ def test_block_tap_option(emb):
         build_detector(dict(cfg, last_tap='norm'))
 
 
+def test_roi_features_read_the_maps_values(emb):
+    """mmcv's RoIAlign reads its input as contiguous NCHW memory
+    (open-mmlab/mmcv#2203); the backbone's maps are permuted token grids,
+    so F-ViT makes them contiguous (``_expand_x``). The RoI and CLIP region
+    features must be torchvision's stride-aware RoIAlign of the maps."""
+    import torchvision
+    model = build_detector(tiny_fvit_cfg(emb, NAMES)).eval()
+    x = torch.randn(1, 3, 96, 96, generator=torch.Generator().manual_seed(2))
+    feats, vlm_map = model.run_backbone(x, dense=True)
+    assert all(f.is_contiguous() for f in feats) and vlm_map.is_contiguous()
+    with torch.no_grad():
+        levels = model.neck(feats)
+    rois = torch.tensor([[0., 3., 5., 60., 41.], [0., 20., 2., 90., 95.]])
+    ours = model.roi_head.bbox_roi_extractor.roi_layers[0](levels[0], rois)
+    ref = torchvision.ops.roi_align(  # the stride-4 level
+        levels[0],
+        rois,
+        7,
+        1 / 4,
+        sampling_ratio=0,
+        aligned=True)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+    vlm = model.roi_head.vlm_roi_extractor([vlm_map], rois)
+    ref = torchvision.ops.roi_align(
+        vlm_map, rois, 1, 1 / 16, sampling_ratio=0, aligned=True)
+    torch.testing.assert_close(vlm, ref, atol=1e-6, rtol=1e-5)
+
+
 def test_embedding_width_checked_at_build(tmp_path):
     narrow = tmp_path / 'narrow.npy'
     rows = NAMES + ['background']
