@@ -34,7 +34,10 @@ from mmdet.structures.bbox import bbox2roi
 from mmengine.config import ConfigDict
 from torch import nn
 
-__all__ = ['FViTReference', 'randomise_', 'mmcv_checkpoint', 'rope_tables']
+__all__ = [
+    'FViTReference', 'EVAVisual', 'randomise_', 'mmcv_checkpoint',
+    'rope_tables'
+]
 
 
 def rope_tables(grid, head_dim, pt_seq_len, theta=10000.):
@@ -172,6 +175,25 @@ class EVAVisual(nn.Module):
         return torch.cat(
             (self.pos_embed[:, :1], pe.flatten(2).transpose(1, 2)), 1)
 
+    def embed(self, x):
+        """Patch tokens after the class token, plus the positions:
+        ``(tokens, (h, w))``."""
+        b, h, w = x.shape[
+            0], x.shape[2] // self.patch, x.shape[3] // self.patch
+        x = self.patch_embed.proj(x).flatten(2).transpose(1, 2)
+        x = torch.cat((self.cls_token.expand(b, -1, -1), x), 1)
+        return x + self.rescale_positional_embedding(h, w), (h, w)
+
+    def encode_dense(self, x):
+        """The dense CLIP map: the last block on the value path, ``norm``,
+        ``head``, L2 norm (``(B, D, h, w)``)."""
+        x, (h, w) = self.embed(x)
+        for blk in self.blocks[:-1]:
+            x = blk(x)
+        x = self.blocks[-1].forward_without_attn(x)[:, 1:]
+        x = F.normalize(self.head(self.norm(x)), dim=-1)
+        return x.reshape(x.shape[0], h, w, -1).permute(0, 3, 1, 2)
+
 
 class EvaCLIPViT(nn.Module):
     """F-ViT's backbone: the frozen tower and the trainable pyramid."""
@@ -193,11 +215,8 @@ class EvaCLIPViT(nn.Module):
     def forward(self, x):
         """Test-time forward: 4 pyramid levels and the dense CLIP map."""
         v = self.visual
-        b, _, h, w = x.shape
-        h, w = h // v.patch, w // v.patch
-        x = v.patch_embed.proj(x).flatten(2).transpose(1, 2)
-        x = torch.cat((v.cls_token.expand(b, -1, -1), x), 1)
-        x = x + v.rescale_positional_embedding(h, w)
+        b = x.shape[0]
+        x, (h, w) = v.embed(x)
 
         def expand(t):  # _expand_x
             return t[:, 1:].permute(0, 2, 1).contiguous().view(b, -1, h, w)

@@ -32,7 +32,7 @@ __all__ = [
     'sidecar_path', 'fvit_prompts', 'plain_prompts', 'build_class_embeddings',
     'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
     'read_text_model', 'resolve_class_names', 'names_from_annotations',
-    'config_class_names', 'read_clipself_embeddings'
+    'config_class_names', 'read_clipself_embeddings', 'save_base_classes'
 ]
 
 BACKGROUND = 'background'
@@ -457,3 +457,12 @@ def read_clipself_embeddings(
     if not np.all(np.isfinite(rows)):
         raise ValueError(f'{path} holds NaN or infinite values')
     return rows.astype(np.float32), names
+
+
+def save_base_classes(npy_path: str, base: Sequence[str]) -> str:
+    """Write the base classes next to an embedding file: ``X.npy`` ->
+    ``X.base.json`` (a name list, read as ``base_class_names``)."""
+    path = osp.splitext(npy_path)[0] + '.base.json'
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(list(base), f, indent=0)
+    return path

@@ -41,6 +41,11 @@ TOOL = 'tools/model_converters/clipself_fvit2mmlocat.py'
 LVIS_NAMES = [
     'aerosol_can', 'air_conditioner', 'airplane', 'alarm_clock', 'alcohol'
 ]
+# CLIPSelf's EVA02-CLIP-B-16 / -L-14-336 towers.
+EVA02_B16 = dict(
+    dim=768, depth=12, heads=12, hidden=2048, out_dim=512, patch=16, img=224)
+EVA02_L14_336 = dict(
+    dim=1024, depth=24, heads=16, hidden=2730, out_dim=768, patch=14, img=336)
 # The tiny tower of mmlocat.testing.fvit, in F-ViT's terms.
 REF_ARCH = dict(
     dim=TINY_ARCH['embed_dims'],
@@ -248,33 +253,10 @@ def test_real_sizes_load_strictly(tmp_path):
     """The released B/16 and L/14-336 layouts at their real sizes (on the
     meta device: keys and shapes) into the shipped configs' models."""
     for config, arch, taps in [
-        (COCO,
-         dict(
-             dim=768,
-             depth=12,
-             heads=12,
-             hidden=2048,
-             out_dim=512,
-             patch=16,
-             img=224), (3, 5, 7, 11)),
-        (LVIS,
-         dict(
-             dim=768,
-             depth=12,
-             heads=12,
-             hidden=2048,
-             out_dim=512,
-             patch=16,
-             img=224), (3, 5, 7, 11)),
-        ('ovd/fvit_eva02-clip-l14-336_ov-coco.py',
-         dict(
-             dim=1024,
-             depth=24,
-             heads=16,
-             hidden=2730,
-             out_dim=768,
-             patch=14,
-             img=336), (6, 10, 14, 23)),
+        (COCO, EVA02_B16, (3, 5, 7, 11)),
+        (LVIS, EVA02_B16, (3, 5, 7, 11)),
+        ('ovd/fvit_eva02-clip-l14-336_ov-coco.py', EVA02_L14_336, (6, 10, 14,
+                                                                   23)),
     ]:
         cfg = shipped(config)
         head = cfg.model.roi_head.bbox_head

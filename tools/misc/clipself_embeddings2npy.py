@@ -33,6 +33,7 @@ import os.path as osp
 from mmlocat.datasets.text_embeddings import (names_from_annotations,
                                               read_class_names,
                                               read_clipself_embeddings,
+                                              save_base_classes,
                                               save_text_embeddings)
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import file_sha256
@@ -102,9 +103,7 @@ def main() -> None:
     print(f'{args.out}: {rows.shape[0]} x {rows.shape[1]} '
           f'({len(names)} classes + background)')
     if base is not None:
-        base_file = osp.splitext(args.out)[0] + '.base.json'
-        with open(base_file, 'w', encoding='utf-8') as f:
-            json.dump(base, f, indent=0)
+        base_file = save_base_classes(args.out, base)
         print(f'{base_file}: {len(base)} base classes')
 
 
