@@ -297,6 +297,24 @@ def test_real_sizes_load_strictly(tmp_path):
         assert not report.missing and not report.unexpected, config
 
 
+def test_pyramid_without_norm(coco):
+    """F-ViT's backbone built with ``norm_cfg=None`` keeps an Identity at
+    index 1 of its x4 stack; PatchScoreNeck(norm_cfg=None) leaves it out,
+    so the second deconvolution moves from index 3 to 2."""
+    src = {
+        k: v
+        for k, v in coco['ref'].state_dict().items()
+        if not k.startswith('backbone.interpolate1.1.')
+    }
+    weights = convert_clipself_fvit(src)
+    assert torch.equal(weights.state_dict['neck.0.rescales.0.2.weight'],
+                       src['backbone.interpolate1.3.weight'])
+    cfg = dict(coco['model_cfg'])
+    cfg['neck'] = [dict(cfg['neck'][0], norm_cfg=None), cfg['neck'][1]]
+    report = load_state_dict_reported(build_detector(cfg), weights.state_dict)
+    assert not report.missing and not report.unexpected
+
+
 def test_bad_inputs(coco):
     src = coco['ref'].state_dict()
     with pytest.raises(ValueError, match='already mmlocat.FViT'):
