@@ -38,7 +38,6 @@ stem is the model name) for models open_clip does not ship.
 """
 import argparse
 import json
-import os.path as osp
 
 from mmengine.config import Config
 
@@ -113,7 +112,8 @@ def main():
     prompt_style = args.prompt_style or 'fvit'
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
-            names, base = te.names_from_annotations(json.load(f))
+            names, base = te.names_from_annotations(json.load(f),
+                                                     args.ann_file)
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         cfg = Config.fromfile(args.seg_config)
@@ -160,9 +160,7 @@ def main():
           f'({len(rows)} names, {len(names)} classes, {templates} '
           f'templates, {prompt_style} prompts)')
     if base is not None:
-        base_file = osp.splitext(args.out)[0] + '.base.json'
-        with open(base_file, 'w', encoding='utf-8') as f:
-            json.dump(base, f, indent=0)
+        base_file = te.save_base_classes(args.out, base)
         print(f'{base_file}: {len(base)} base classes')
 
 
