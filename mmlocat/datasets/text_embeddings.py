@@ -47,7 +47,7 @@ __all__ = [
     'config_class_names', 'read_clipself_embeddings', 'save_base_classes',
     'CLASS_NAME_SEPARATOR', 'read_class_name_file', 'check_class_name_lines',
     'build_query_embeddings', 'QueryEmbeddings', 'load_query_embeddings',
-    'config_class_name_lines', 'check_same_classes'
+    'config_class_name_lines', 'check_same_classes', 'query_map'
 ]
 
 BACKGROUND = 'background'
@@ -360,12 +360,19 @@ def build_query_embeddings(
     Returns:
         ``(embeddings (Q, D) float32, query names, class index of each)``.
     """
+    queries, query_class = query_map(lines)
+    return (_embed_names(queries, encode_text_fn, templates,
+                         prompt_style), queries, query_class)
+
+
+def query_map(lines: Sequence[Sequence[str]]) -> Tuple[List[str], List[int]]:
+    """``(query names, class index of each)`` of a class-name file's lines
+    (the rows and the row-to-class map of its embedding file)."""
     if not lines or not all(lines):
         raise ValueError('every class needs at least one name')
     queries = [n for names in lines for n in names]
     query_class = [k for k, names in enumerate(lines) for _ in names]
-    return (_embed_names(queries, encode_text_fn, templates,
-                         prompt_style), queries, query_class)
+    return queries, query_class
 
 
 def save_text_embeddings(path: str,

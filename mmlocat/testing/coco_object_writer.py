@@ -28,6 +28,17 @@ COCO_OBJECT_OWNED = COCO_OWNED + ('coco_object', )
 COCO_OBJECT_STUFF_OWNED = COCO_STUFF_OWNED + ('coco_object', )
 
 
+def _convert_splits(root: str, paths: Dict, source_key: str, convert) -> Dict:
+    """Convert both splits' ``paths[f'{split}_{source_key}']`` into
+    ``root/coco_object/{split}2017`` and record them as ``*_seg_dir``."""
+    for split in ('train', 'val'):
+        convert(
+            osp.join(root, paths[f'{split}_{source_key}']),
+            osp.join(root, 'coco_object', f'{split}2017'))
+        paths[f'{split}_seg_dir'] = f'coco_object/{split}2017'
+    return paths
+
+
 def write_coco_object(root: str, num_train: int, num_val: int,
                       img_size: Tuple[int,
                                       int], seed: int, **coco_options) -> Dict:
@@ -35,12 +46,7 @@ def write_coco_object(root: str, num_train: int, num_val: int,
     """
     paths = write_coco(root, num_train, num_val, img_size, seed,
                        **coco_options)
-    for split in ('train', 'val'):
-        convert_coco_object(
-            osp.join(root, paths[f'{split}_ann_file']),
-            osp.join(root, 'coco_object', f'{split}2017'))
-        paths[f'{split}_seg_dir'] = f'coco_object/{split}2017'
-    return paths
+    return _convert_splits(root, paths, 'ann_file', convert_coco_object)
 
 
 def write_coco_object_stuff(root: str, num_train: int, num_val: int,
@@ -50,9 +56,4 @@ def write_coco_object_stuff(root: str, num_train: int, num_val: int,
     original maps of both splits."""
     paths = write_coco_stuff(root, num_train, num_val, img_size, seed,
                              **stuff_options)
-    for split in ('train', 'val'):
-        convert_coco_stuff_object(
-            osp.join(root, paths[f'{split}_ann_dir']),
-            osp.join(root, 'coco_object', f'{split}2017'))
-        paths[f'{split}_seg_dir'] = f'coco_object/{split}2017'
-    return paths
+    return _convert_splits(root, paths, 'ann_dir', convert_coco_stuff_object)

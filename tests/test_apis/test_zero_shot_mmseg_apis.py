@@ -17,7 +17,7 @@ import pytest
 from mmengine.config import Config
 
 from mmlocat.datasets.text_embeddings import (config_class_name_lines,
-                                              config_class_names,
+                                              config_class_names, query_map,
                                               save_text_embeddings)
 from mmlocat.utils.checkpoint_io import save_checkpoint
 
@@ -69,16 +69,13 @@ def files(tmp_path_factory):
 
     def get(cfg, dataset):
         if dataset not in made:
-            lines = config_class_name_lines(cfg)
-            queries = [n for names in lines for n in names]
+            queries, query_class = query_map(config_class_name_lines(cfg))
             made[dataset] = save_text_embeddings(
                 str(root / f'{dataset}.npy'),
                 np.random.default_rng(0).normal(size=(len(queries), 16)),
                 queries,
                 text_model=dict(templates='imagenet80', prompt_style='plain'),
-                query_class=[
-                    k for k, names in enumerate(lines) for _ in names
-                ],
+                query_class=query_class,
                 classes=config_class_names(cfg))
         key = _tower_key(cfg)
         if key not in made:

@@ -13,7 +13,7 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
 from mmlocat.datasets.text_embeddings import (config_class_name_lines,
-                                              config_class_names,
+                                              config_class_names, query_map,
                                               read_class_name_file,
                                               save_text_embeddings)
 
@@ -213,13 +213,12 @@ def test_zero_shot_builds(tower, tmp_path):
     if cfg.model.backbone.type == 'mmlocat.EVA02CLIPViT':
         tiny.update(patch_size=16, img_size=32)
     emb = str(tmp_path / 'e.npy')
-    lines = config_class_name_lines(cfg)
-    queries = [n for names in lines for n in names]
+    queries, query_class = query_map(config_class_name_lines(cfg))
     save_text_embeddings(
         emb,
         np.random.default_rng(0).normal(size=(len(queries), 16)),
         queries,
-        query_class=[k for k, names in enumerate(lines) for _ in names],
+        query_class=query_class,
         classes=config_class_names(cfg))
     cfg.model.backbone.arch = tiny
     cfg.model.backbone.init_cfg = None

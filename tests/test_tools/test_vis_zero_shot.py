@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from mmlocat.datasets.text_embeddings import (config_class_name_lines,
-                                              save_text_embeddings)
+                                              query_map, save_text_embeddings)
 from mmlocat.testing import generate
 from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
 
@@ -41,12 +41,13 @@ def test_writes_png(tmp_path, repo_root, subprocess_env):
                           'zeroshot_last-clip-b16_voc20.py'),
             emb=emb))
     # one row per name of the config's class-name file (SCLIP's synonyms)
-    lines = config_class_name_lines(Config.fromfile(str(config)))
+    queries, query_class = query_map(
+        config_class_name_lines(Config.fromfile(str(config))))
     save_text_embeddings(
         emb,
         np.random.default_rng(0).normal(size=(30, 16)),
-        [n for names in lines for n in names],
-        query_class=[k for k, names in enumerate(lines) for _ in names],
+        queries,
+        query_class=query_class,
         classes=VOC_CLASSES)
     init_default_scope('mmseg')
     torch.manual_seed(0)

@@ -28,7 +28,7 @@ from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
 
 import mmlocat  # noqa: F401
-from mmlocat.datasets.text_embeddings import save_text_embeddings
+from mmlocat.datasets.text_embeddings import query_map, save_text_embeddings
 from mmlocat.testing import generate
 from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
 
@@ -219,13 +219,13 @@ def test_slide_inference_matches_whole(tmp_path):
 
 def _write_queries(path, lines, rows, text_model=None, classes=None):
     """An embedding file of query names (several per class)."""
-    queries = [n for names in lines for n in names]
+    queries, query_class = query_map(lines)
     save_text_embeddings(
         str(path),
         np.asarray(rows, np.float32),
         queries,
         text_model=text_model,
-        query_class=[k for k, names in enumerate(lines) for _ in names],
+        query_class=query_class,
         classes=classes or [names[0] for names in lines])
     return str(path)
 
