@@ -199,6 +199,9 @@ class ImageNetLocDataset(CustomDataset):
                 if not keep_single_small(boxes, hw, self.max_area_ratio):
                     continue
             info['gt_bboxes'] = boxes
+            if size is not None:  # the XML's <size>: checked by the
+                # dataset checker against the decoded image
+                info['height'], info['width'] = size
             kept.append(info)
         if not kept:
             raise RuntimeError(
@@ -273,6 +276,8 @@ class CocoBoxesDataset(BaseDataset):
                 dict(
                     img_path=osp.join(self.img_prefix, img['file_name']),
                     img_id=img['id'],
+                    height=hw[0],
+                    width=hw[1],
                     gt_bboxes=img_boxes))
         if not data_list:
             raise RuntimeError(f'no image left in {self.ann_file} after the '
