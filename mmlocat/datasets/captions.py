@@ -259,8 +259,9 @@ class TsvCaptionDataset(BaseCaptionDataset):
             except StopIteration:
                 return
             except csv.Error as err:
+                reason = str(err).replace('\t', '\\t')
                 raise ValueError(
-                    f'{self.ann_file}:{start}: {err} (quoting='
+                    f'{self.ann_file}:{start}: {reason} (quoting='
                     f"{self.quoting!r}: a field that starts with \" must be "
                     'quoted to its end, with "" for a quote inside; set '
                     "quoting='none' if quotes are plain text)") from None

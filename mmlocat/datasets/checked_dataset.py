@@ -152,9 +152,11 @@ class CheckedDataset(Dataset):
         dataset: The dataset or its config.
         on_error: ``'raise'`` (default): raise
             :class:`~mmlocat.datasets.file_checks.DataFileError` naming the
-            bad file. ``'skip'``: load another sample instead (training
-            datasets only: skipping in evaluation would change the metric);
-            every skip is logged and counted (:class:`SkipRecord`).
+            bad file. ``'skip'``: load another sample instead, for training
+            data (skipping in evaluation would change the metric: refused
+            for a dataset in ``test_mode``; mmlocat's tools skip in the
+            training dataloader only); every skip is logged and counted
+            (:class:`SkipRecord`).
         seg_map_size: ``size_mismatch`` of the :class:`mmlocat.CheckSegMap`
             inserted after each ``LoadAnnotations`` (``'error'`` or the
             opt-in ``'resize'``); pipelines that already hold a
@@ -257,7 +259,8 @@ class CheckedDataset(Dataset):
                     raise DataFileError(
                         message + " (CheckedDataset(on_error='skip') or "
                         'tools/train.py --on-data-error skip skips such '
-                        'samples in training)') from err
+                        'samples in training)') from None  # the bad file says
+                    # more than the decoder's own error
                 self.skip(idx, fault, message)
                 idx = int(np.random.randint(0, len(self)))
         raise DataFileError(

@@ -17,20 +17,9 @@ from mmlocat.datasets.dataset_check import (build_split_dataset,
                                             check_config_data, check_dataset)
 from mmlocat.testing import generate
 from mmlocat.testing.faults import plant, set_exif_orientation, set_label_value
+from seg_data import ade_config, ade_file
 
-ADE_CONFIG = 'configs/locat/upernet_locat-t_ade20k.py'
 CAPTION_CONFIG = 'configs/last/clip_last-b16_8xb64_coco-caption.py'
-
-
-def ade_config(repo_root, data_root, **extra):
-    cfg = Config.fromfile(osp.join(repo_root, ADE_CONFIG))
-    options = {
-        f'{split}_dataloader.dataset.data_root': data_root
-        for split in ('train', 'val', 'test')
-    }
-    options.update(extra)
-    cfg.merge_from_dict(options)
-    return cfg
 
 
 def names(report, kind):
@@ -44,11 +33,6 @@ def ade(tmp_path):
         img_size=(32, 48))['data_root']
 
 
-def _ade_file(root, kind, i):
-    sub, ext = ('images', 'jpg') if kind == 'img' else ('annotations', 'png')
-    return osp.join(root, sub, 'training', f'ADE_train_{i:08d}.{ext}')
-
-
 def test_clean_data_has_no_fault(ade, repo_root):
     reports = check_config_data(
         ade_config(repo_root, ade), ('train', 'val'), progress=False)
@@ -60,15 +44,15 @@ def test_clean_data_has_no_fault(ade, repo_root):
 
 
 def test_every_planted_fault_is_named(ade, repo_root):
-    plant('empty', _ade_file(ade, 'img', 1))
-    plant('truncated', _ade_file(ade, 'img', 2))
-    plant('undecodable', _ade_file(ade, 'img', 3))
-    os.remove(_ade_file(ade, 'ann', 4))
-    plant('half_label', _ade_file(ade, 'ann', 5))
+    plant('empty', ade_file(ade, 'img', 1))
+    plant('truncated', ade_file(ade, 'img', 2))
+    plant('undecodable', ade_file(ade, 'img', 3))
+    os.remove(ade_file(ade, 'ann', 4))
+    plant('half_label', ade_file(ade, 'ann', 5))
     # stored 200 is class 199 after reduce_zero_label: not one of 150
-    set_label_value(_ade_file(ade, 'ann', 6), 200)
-    set_exif_orientation(_ade_file(ade, 'img', 7), 6)  # turns 90 degrees
-    set_exif_orientation(_ade_file(ade, 'img', 8), 3)  # turns 180 degrees
+    set_label_value(ade_file(ade, 'ann', 6), 200)
+    set_exif_orientation(ade_file(ade, 'img', 7), 6)  # turns 90 degrees
+    set_exif_orientation(ade_file(ade, 'img', 8), 3)  # turns 180 degrees
     report, = check_config_data(ade_config(repo_root, ade), progress=False)
     assert report.counts() == dict(
         missing=1,
@@ -108,7 +92,7 @@ def test_every_planted_fault_is_named(ade, repo_root):
 
 
 def test_nested_datasets_are_checked_once_each(ade, repo_root):
-    plant('empty', _ade_file(ade, 'img', 2))
+    plant('empty', ade_file(ade, 'img', 2))
     cfg = ade_config(repo_root, ade)
     # mmdet's voc0712.py nesting: Repeat(Concat(train, val))
     cfg.train_dataloader.dataset = dict(
@@ -125,7 +109,7 @@ def test_nested_datasets_are_checked_once_each(ade, repo_root):
 
 
 def test_resize_opt_in_is_a_note(ade, repo_root):
-    plant('half_label', _ade_file(ade, 'ann', 1))
+    plant('half_label', ade_file(ade, 'ann', 1))
     cfg = ade_config(repo_root, ade)
     pipeline = list(cfg.train_dataloader.dataset.pipeline)
     pipeline.insert(2, dict(type='mmlocat.CheckSegMap',
