@@ -26,8 +26,7 @@ from mmengine.logging import print_log
 
 from mmlocat.registry import DATASETS
 from .captions import MISSING_POLICIES, BaseCaptionDataset, Pair, decode_text
-from .file_checks import (DataFileError, Fault, bytes_fault,
-                          read_sample_file)
+from .file_checks import DataFileError, Fault, bytes_fault, read_sample_file
 
 __all__ = ['WebDatasetCaptionDataset']
 

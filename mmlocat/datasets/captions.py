@@ -69,6 +69,7 @@ def read_text(path: str, encoding: str = 'utf-8') -> str:
     with open(path, 'rb') as f:
         return decode_text(f.read(), encoding, path)
 
+
 # (image path relative to the image prefix, caption, where it was read)
 Pair = Tuple[str, str, str]
 

@@ -64,8 +64,8 @@ class _LeafChecks:
     seg-map policy, its classes and its caption tokenizer."""
 
     def __init__(self, leaf) -> None:
-        steps = list(getattr(getattr(leaf, 'pipeline', None), 'transforms',
-                             None) or [])
+        steps = list(
+            getattr(getattr(leaf, 'pipeline', None), 'transforms', None) or [])
         self.leaf = leaf
         self.loaders: List[Callable] = [
             s for s in steps if _name(s).startswith('Load')
@@ -79,8 +79,9 @@ class _LeafChecks:
         classes = (getattr(leaf, 'metainfo', None) or {}).get('classes')
         self.num_classes = len(classes) if classes else None
         self.ignore_index = int(getattr(leaf, 'ignore_index', 255))
-        self.tokenizer = next((s.tokenizer for s in steps
-                               if _name(s) == 'TokenizeCaption'), None)
+        self.tokenizer = next(
+            (s.tokenizer for s in steps if _name(s) == 'TokenizeCaption'),
+            None)
         self.orients = any(
             str(getattr(s, 'color_type', 'color')) in _ORIENTING
             for s in self.loaders if _name(s) == 'LoadImageFromFile')
@@ -164,10 +165,13 @@ class _LeafChecks:
         if not self.num_classes:
             return []
         labels = list(np.ravel(info.get('gt_label', [])))
-        labels += [i['bbox_label'] for i in info.get('instances', [])
-                   if 'bbox_label' in i]
-        bad = sorted({int(v) for v in labels
-                      if not 0 <= int(v) < self.num_classes})
+        labels += [
+            i['bbox_label'] for i in info.get('instances', [])
+            if 'bbox_label' in i
+        ]
+        bad = sorted(
+            {int(v)
+             for v in labels if not 0 <= int(v) < self.num_classes})
         if not bad:
             return []
         return [
@@ -181,8 +185,8 @@ class _LeafChecks:
         if self.tokenizer is None:
             return []
         from .caption_transforms import over_length
-        texts = info.get('captions') or (
-            [info['caption']] if info.get('caption') else [])
+        texts = info.get('captions') or ([info['caption']]
+                                         if info.get('caption') else [])
         if not texts:
             return []
         length = self.tokenizer.context_length
@@ -263,11 +267,11 @@ class DatasetReport:
     def format(self, max_names: int = 5) -> str:
         """The report: a summary line, then per kind the count and the
         first ``max_names`` files."""
+        summary = ('no fault' if self.ok else f'{len(self.faults)} fault(s) ' +
+                   ', '.join(f'{k} {n}' for k, n in self.counts().items()))
         lines = [
-            f'{self.name}: {self.samples} samples, {self.files} files checked: ' +
-            (f'{len(self.faults)} fault(s) ' + ', '.join(
-                f'{k} {n}' for k, n in self.counts().items())
-             if self.faults else 'no fault')
+            f'{self.name}: {self.samples} samples, {self.files} files '
+            f'checked: {summary}'
         ]
         for kinds, found in ((FAULT_KINDS, self.faults), (NOTE_KINDS,
                                                           self.notes)):
@@ -324,8 +328,9 @@ def check_dataset(dataset,
             bar.update()
     if bar is not None:
         sys.stderr.write('\n')
-    return DatasetReport(name or type(dataset).__name__, len(samples), files,
-                         list(faults.values()), list(notes))
+    return DatasetReport(
+        name or type(dataset).__name__, len(samples), files,
+        list(faults.values()), list(notes))
 
 
 def build_split_dataset(cfg, split: str):
@@ -363,8 +368,9 @@ def check_config_data(cfg,
         if not loader or not loader.get('dataset'):
             continue
         dataset = build_split_dataset(cfg, split)
-        workers = (loader.get('num_workers', 0)
-                   if num_workers is None else num_workers)
+        workers = (
+            loader.get('num_workers', 0)
+            if num_workers is None else num_workers)
         reports.append(
             check_dataset(
                 dataset,

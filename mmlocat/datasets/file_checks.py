@@ -27,9 +27,8 @@ __all__ = [
 ]
 
 #: Every kind of fault the checks report, in report order.
-FAULT_KINDS = ('missing', 'empty', 'undecodable', 'truncated',
-               'size_mismatch', 'label_out_of_range', 'exif_rotated',
-               'load_error')
+FAULT_KINDS = ('missing', 'empty', 'undecodable', 'truncated', 'size_mismatch',
+               'label_out_of_range', 'exif_rotated', 'load_error')
 
 #: The fields of a data sample that name a file (mmengine / mmseg /
 #: mmdet / mmpretrain data infos).
@@ -128,8 +127,8 @@ def bytes_fault(path: str, data: bytes) -> Optional[Fault]:
     return None
 
 
-def read_or_fault(info: Dict, key: str) -> Tuple[Optional[bytes],
-                                                 Optional[Fault]]:
+def read_or_fault(info: Dict,
+                  key: str) -> Tuple[Optional[bytes], Optional[Fault]]:
     """``(bytes, None)`` of the file ``info[key]``, or ``(None, fault)``
     when it is missing or unreadable."""
     path = info[key]

@@ -107,8 +107,9 @@ class CheckSegMap(BaseTransform):
                 self.resized.add(str(sized[0]))
         if faults:
             hint = ('' if self.size_mismatch == 'resize' else
-                    "; fix the annotation, or opt in to resizing it with "
-                    "CheckSegMap(size_mismatch='resize')")
+                    '; fix the annotation, or opt in to resizing it with '
+                    "CheckSegMap(size_mismatch='resize') (mmlocat's tools: "
+                    '--cfg-options checked_dataset.seg_map_size=resize)')
             raise DataFileError('; '.join(map(str, faults)) + hint, faults[0])
         return results
 

@@ -224,9 +224,10 @@ def test_non_utf8_caption_is_named_by_member_and_line(tmp_path, captions):
             jpg=_jpg(captions),
             txt='a red star\na caf\xe9 sign'.encode('latin-1')),
     ])
-    with pytest.raises(ValueError,
-                       match=r"latin.tar/a.txt:2: bytes b'\\xe9' are not "
-                       'valid utf-8'):
+    with pytest.raises(
+            ValueError,
+            match=r"latin.tar/a.txt:2: bytes b'\\xe9' are not "
+            'valid utf-8'):
         WebDatasetCaptionDataset(ann_file=shard)
     data = WebDatasetCaptionDataset(
         ann_file=shard, encoding='latin-1', split_lines=True)
@@ -242,10 +243,11 @@ def test_member_that_does_not_decode_is_named(tmp_path, captions):
     data = WebDatasetCaptionDataset(ann_file=shard)
     info = data.get_data_info(1)  # the location only: nothing decoded
     assert 'img' not in info and info['img_path'] == f'{shard}/b.jpg'
-    with pytest.raises(DataFileError,
-                       match=f'{shard}/b.jpg: empty file \\(0 bytes\\)'):
+    with pytest.raises(
+            DataFileError, match=f'{shard}/b.jpg: empty file \\(0 bytes\\)'):
         data[1]
-    with pytest.raises(DataFileError,
-                       match=f'WebDatasetCaptionDataset sample 1: {shard}/'
-                       'b.jpg: empty file'):
+    with pytest.raises(
+            DataFileError,
+            match=f'WebDatasetCaptionDataset sample 1: {shard}/'
+            'b.jpg: empty file'):
         CheckedDataset(data)[1]

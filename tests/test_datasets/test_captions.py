@@ -153,9 +153,8 @@ def test_tsv_quoted_caption_keeps_its_tabs(tmp_path, captions):
         f'{img}\t"a red\tstar ""on"" a\nchequerboard"\n'
         f'{img}\ta sign saying "stop"\n')
     data = TsvCaptionDataset(ann_file=path, header=True)
-    assert [d['caption'] for d in data] == [
-        'a red\tstar "on" a\nchequerboard', 'a sign saying "stop"'
-    ]
+    assert [d['caption'] for d in data
+            ] == ['a red\tstar "on" a\nchequerboard', 'a sign saying "stop"']
     # quoting='none': quotes are text, every tab a column
     path = _tsv(tmp_path, f'{img}\t"stop" sign\n')
     data = TsvCaptionDataset(ann_file=path, quoting='none')
@@ -167,26 +166,32 @@ def test_tsv_quoted_caption_keeps_its_tabs(tmp_path, captions):
 def test_tsv_rows_that_would_be_cut_are_refused(tmp_path, captions):
     img = osp.join(captions['data_root'], 'train2017/000000.jpg')
     path = _tsv(tmp_path, f'{img}\ta red star\n{img}\ta red\tstar\n')
-    with pytest.raises(ValueError,
-                       match=r'c.tsv:2: expected 2 tab-separated columns, '
-                       r'found 3 \(a tab inside a caption\? put the caption '
-                       r'in double quotes\)'):
+    with pytest.raises(
+            ValueError,
+            match=r'c.tsv:2: expected 2 tab-separated columns, '
+            r'found 3 \(a tab inside a caption\? put the caption '
+            r'in double quotes\)'):
         TsvCaptionDataset(ann_file=path)
     path = _tsv(tmp_path, f'{img}\t"a red\tstar"\n')
-    with pytest.raises(ValueError, match=r"c.tsv:1: .*found 3 \(a tab inside "
-                       r"a caption\? with quoting='none'"):
+    with pytest.raises(
+            ValueError,
+            match=r"c.tsv:1: .*found 3 \(a tab inside "
+            r"a caption\? with quoting='none'"):
         TsvCaptionDataset(ann_file=path, quoting='none')
     path = _tsv(tmp_path, f'{img}\tfine\n{img}\t"stop" sign\n')
-    with pytest.raises(ValueError,
-                       match=r'''c.tsv:2: '\\t' expected after '"' '''
-                       r"\(quoting='csv'.*set quoting='none' if quotes are "
-                       r'plain text\)'):
+    with pytest.raises(
+            ValueError,
+            match=r'''c.tsv:2: '\\t' expected after '"' '''
+            r"\(quoting='csv'.*set quoting='none' if quotes are "
+            r'plain text\)'):
         TsvCaptionDataset(ann_file=path)
-    path = _tsv(tmp_path, f'filepath\ttitle\turl\n{img}\tred\thttp://x\n'
-                f'{img}\tmissing url\n')
-    with pytest.raises(ValueError,
-                       match=r'c.tsv:3: expected 3 tab-separated columns, '
-                       r'found 2 \(a missing column\)'):
+    path = _tsv(
+        tmp_path, f'filepath\ttitle\turl\n{img}\tred\thttp://x\n'
+        f'{img}\tmissing url\n')
+    with pytest.raises(
+            ValueError,
+            match=r'c.tsv:3: expected 3 tab-separated columns, '
+            r'found 2 \(a missing column\)'):
         TsvCaptionDataset(ann_file=path, header=True)
 
 
@@ -194,9 +199,10 @@ def test_non_utf8_bytes_are_named_by_file_and_line(tmp_path, captions):
     img = osp.join(captions['data_root'], 'train2017/000000.jpg')
     raw = f'{img}\ta red star\n{img}\ta caf\xe9 sign\n'.encode('latin-1')
     path = _tsv(tmp_path, raw)
-    with pytest.raises(ValueError,
-                       match=r"c.tsv:2: bytes b'\\xe9' are not valid utf-8 "
-                       r"\(invalid continuation byte\).*encoding='latin-1'"):
+    with pytest.raises(
+            ValueError,
+            match=r"c.tsv:2: bytes b'\\xe9' are not valid utf-8 "
+            r"\(invalid continuation byte\).*encoding='latin-1'"):
         TsvCaptionDataset(ann_file=path)
     data = TsvCaptionDataset(ann_file=path, encoding='latin-1')
     assert data[1]['caption'] == 'a caf\xe9 sign'
@@ -207,9 +213,10 @@ def test_non_utf8_bytes_are_named_by_file_and_line(tmp_path, captions):
                 images=[dict(id=1, file_name=img)],
                 annotations=[dict(id=7, image_id=1, caption='@')]),
             indent=1).replace('@', 'caf\xe9').encode('latin-1'))
-    with pytest.raises(ValueError,
-                       match=r"coco.json:\d+: bytes b'\\xe9' are not valid "
-                       'utf-8'):
+    with pytest.raises(
+            ValueError,
+            match=r"coco.json:\d+: bytes b'\\xe9' are not valid "
+            'utf-8'):
         CocoCaptionDataset(ann_file=str(coco))
 
 

@@ -10,6 +10,7 @@ import pytest
 import webdataset as wds
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
+from seg_data import ade_config, ade_file
 
 import mmlocat  # noqa: F401
 from mmlocat.datasets import WebDatasetCaptionDataset
@@ -17,29 +18,31 @@ from mmlocat.datasets.dataset_check import (build_split_dataset,
                                             check_config_data, check_dataset)
 from mmlocat.testing import generate
 from mmlocat.testing.faults import plant, set_exif_orientation, set_label_value
-from seg_data import ade_config, ade_file
 
 CAPTION_CONFIG = 'configs/last/clip_last-b16_8xb64_coco-caption.py'
 
 
 def names(report, kind):
-    return sorted(osp.basename(f.path) for f in report.faults if f.kind == kind)
+    return sorted(
+        osp.basename(f.path) for f in report.faults if f.kind == kind)
 
 
 @pytest.fixture
 def ade(tmp_path):
     return generate(
-        'ade20k', str(tmp_path / 'ade'), num_train=8, num_val=2,
+        'ade20k',
+        str(tmp_path / 'ade'),
+        num_train=8,
+        num_val=2,
         img_size=(32, 48))['data_root']
 
 
 def test_clean_data_has_no_fault(ade, repo_root):
     reports = check_config_data(
         ade_config(repo_root, ade), ('train', 'val'), progress=False)
-    assert [(r.name, r.samples, r.files, r.ok) for r in reports] == [
-        ('train ADE20KDataset', 8, 16, True),
-        ('val ADE20KDataset', 2, 4, True)
-    ]
+    assert [(r.name, r.samples, r.files, r.ok)
+            for r in reports] == [('train ADE20KDataset', 8, 16, True),
+                                  ('val ADE20KDataset', 2, 4, True)]
     assert reports[0].format().endswith('no fault')
 
 
@@ -112,14 +115,13 @@ def test_resize_opt_in_is_a_note(ade, repo_root):
     plant('half_label', ade_file(ade, 'ann', 1))
     cfg = ade_config(repo_root, ade)
     pipeline = list(cfg.train_dataloader.dataset.pipeline)
-    pipeline.insert(2, dict(type='mmlocat.CheckSegMap',
-                            size_mismatch='resize'))
+    pipeline.insert(2,
+                    dict(type='mmlocat.CheckSegMap', size_mismatch='resize'))
     cfg.train_dataloader.dataset.pipeline = pipeline
     report, = check_config_data(cfg, progress=False)
     assert report.ok
-    assert [(n.kind, osp.basename(n.path))
-            for n in report.notes] == [('label_resized',
-                                        'ADE_train_00000001.png')]
+    assert [(n.kind, osp.basename(n.path)) for n in report.notes
+            ] == [('label_resized', 'ADE_train_00000001.png')]
 
 
 def _write_config(tmp_path, text):
@@ -167,12 +169,10 @@ def test_voc_size_against_the_image(tmp_path):
         "ann_file='VOC2007/ImageSets/Main/train.txt'))\n")
     report, = check_config_data(cfg, ('test', ), progress=False)
     assert report.samples == 3
-    assert [(f.kind, osp.basename(f.path), f.detail)
-            for f in report.faults] == [
-                ('size_mismatch', '2007_000001.jpg',
-                 'the annotation gives 48x48 (HxW), the decoded image is '
-                 '32x48')
-            ]
+    assert [(f.kind, osp.basename(f.path), f.detail) for f in report.faults
+            ] == [('size_mismatch', '2007_000001.jpg',
+                   'the annotation gives 48x48 (HxW), the decoded image is '
+                   '32x48')]
 
 
 def test_captions_long_caption_is_a_note(tmp_path, repo_root):
@@ -187,8 +187,10 @@ def test_captions_long_caption_is_a_note(tmp_path, repo_root):
           osp.join(paths['data_root'], paths['train_prefix'], '000002.jpg'))
     cfg = Config.fromfile(osp.join(repo_root, CAPTION_CONFIG))
     cfg.merge_from_dict({
-        'train_dataloader.dataset.data_root': paths['data_root'],
-        'train_dataloader.num_workers': 0
+        'train_dataloader.dataset.data_root':
+        paths['data_root'],
+        'train_dataloader.num_workers':
+        0
     })
     report, = check_config_data(cfg, progress=False)
     assert report.counts() == dict(undecodable=1)
@@ -211,6 +213,6 @@ def test_shard_member_that_does_not_decode(tmp_path):
     init_default_scope('mmpretrain')
     report = check_dataset(
         WebDatasetCaptionDataset(ann_file=shard), progress=False)
-    assert [(f.kind, f.path) for f in report.faults] == [
-        ('undecodable', f'{shard}/b.jpg'), ('empty', f'{shard}/c.jpg')
-    ]
+    assert [(f.kind, f.path)
+            for f in report.faults] == [('undecodable', f'{shard}/b.jpg'),
+                                        ('empty', f'{shard}/c.jpg')]

@@ -31,10 +31,11 @@ def test_refused_naming_both_files_and_sizes():
         'x.png: label map is 4x6 (HxW) but its image x.jpg is 8x12; fix the '
         'annotation')
     assert err.value.fault.kind == 'size_mismatch'
-    with pytest.raises(DataFileError,
-                       match=r'x.png: 96 pixel\(s\) with label values \[5\] '
-                       r'outside the 2 classes 0..1 and the ignore index 255 '
-                       r'\(values after reduce_zero_label=True\)'):
+    with pytest.raises(
+            DataFileError,
+            match=r'x.png: 96 pixel\(s\) with label values \[5\] '
+            r'outside the 2 classes 0..1 and the ignore index 255 '
+            r'\(values after reduce_zero_label=True\)'):
         CheckSegMap(num_classes=2)(results((8, 12), value=5))
 
 

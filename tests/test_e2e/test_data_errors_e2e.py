@@ -32,7 +32,10 @@ ITERS = 2
 @pytest.fixture
 def data(tmp_path):
     return generate(
-        'ade20k', str(tmp_path / 'ade'), num_train=4, num_val=1,
+        'ade20k',
+        str(tmp_path / 'ade'),
+        num_train=4,
+        num_val=1,
         img_size=(64, 96))['data_root']
 
 

@@ -35,7 +35,10 @@ def ade_args(root, *extra):
 @pytest.fixture
 def ade(tmp_path):
     return generate(
-        'ade20k', str(tmp_path / 'ade'), num_train=3, num_val=2,
+        'ade20k',
+        str(tmp_path / 'ade'),
+        num_train=3,
+        num_val=2,
         img_size=(32, 48))['data_root']
 
 
@@ -70,16 +73,16 @@ def test_clean_then_faulty(ade, tmp_path, repo_root, subprocess_env):
 
 def test_voc_size_through_the_corloc_config(tmp_path, repo_root,
                                             subprocess_env):
-    voc = generate('pascal_voc', str(tmp_path / 'voc'), 2, 1, (32, 48),
-                   year=2007)
+    voc = generate(
+        'pascal_voc', str(tmp_path / 'voc'), 2, 1, (32, 48), year=2007)
     xml = osp.join(voc['data_root'], 'Annotations', '2007_000000.xml')
     with open(xml) as f:
         text = f.read()
     with open(xml, 'w') as f:
         f.write(text.replace('<width>48</width>', '<width>64</width>'))
     proc = run([
-        CORLOC_VOC07, '--split', 'test', '--num-workers', '0',
-        '--cfg-options', f'test_dataloader.dataset.data_root='
+        CORLOC_VOC07, '--split', 'test', '--num-workers', '0', '--cfg-options',
+        f'test_dataloader.dataset.data_root='
         f'{voc["data_root"]}', 'test_dataloader.dataset.ann_file='
         'ImageSets/Main/trainval.txt'
     ], repo_root, subprocess_env)
@@ -91,8 +94,10 @@ def test_voc_size_through_the_corloc_config(tmp_path, repo_root,
 
 @pytest.mark.parametrize('args, message', [
     (['no/cfg.py'], 'no/cfg.py'),
-    ([ADE_CONFIG, '--cfg-options', 'train_dataloader.dataset.data_root='
-      '/no/such/root'], '/no/such/root'),
+    ([
+        ADE_CONFIG, '--cfg-options', 'train_dataloader.dataset.data_root='
+        '/no/such/root'
+    ], '/no/such/root'),
 ])
 def test_bad_config_or_root_is_one_line(args, message, repo_root,
                                         subprocess_env):
