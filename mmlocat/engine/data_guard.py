@@ -51,18 +51,22 @@ def guard_runner_data(runner: Runner, on_error: Optional[str] = None) -> None:
         if not isinstance(loader, dict) or not loader.get('dataset'):
             continue
         error = train_error if split == 'train' else 'raise'
-        setattr(
-            runner, attr,
-            dict(
-                loader,
-                dataset=checked_dataset_cfg(
-                    loader['dataset'], on_error=error, **options)))
-        wrapped.append(f'{split} ({error})')
-    if train_error == 'skip' and wrapped and wrapped[0].startswith('train'):
+        dataset = checked_dataset_cfg(
+            loader['dataset'], on_error=error, **options)
+        if dataset is loader['dataset']:  # the config wraps it itself
+            error = dataset.get('on_error', 'raise')
+        setattr(runner, attr, dict(loader, dataset=dataset))
+        wrapped.append((split, error))
+    hooks = [
+        str(h.get('type', '')).split('.')[-1]
+        for h in runner.cfg.get('custom_hooks', None) or []
+    ]
+    if ('train', 'skip') in wrapped and 'SkippedFilesHook' not in hooks:
         runner.register_hook(dict(type='mmlocat.SkippedFilesHook'))
     if wrapped:
         print_log(
             'data files are checked as they load (mmlocat.CheckedDataset, '
-            f'on_error): {", ".join(wrapped)}',
+            'on_error): ' + ', '.join(f'{split} ({error})'
+                                      for split, error in wrapped),
             logger='current',
             level=logging.INFO)

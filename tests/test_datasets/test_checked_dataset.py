@@ -15,24 +15,19 @@ import pytest
 from mm_warnings import logged_warnings
 from mmengine.registry import init_default_scope
 from PIL import Image
-from seg_data import ADE_CONFIG, ade_config, ade_file
+from seg_data import ADE_CONFIG, ade_config
 from torch.utils.data import DataLoader
 
 import mmlocat  # noqa: F401
 from mmlocat.datasets import CheckedDataset, CheckSegMap, DataFileError
 from mmlocat.datasets.checked_dataset import checked_dataset_cfg
-from mmlocat.testing import generate
 from mmlocat.testing.faults import plant, set_label_value
+from mmlocat.testing.seg_writers import ade20k_file
 
 
 @pytest.fixture
-def ade(tmp_path):
-    return generate(
-        'ade20k',
-        str(tmp_path / 'ade'),
-        num_train=4,
-        num_val=2,
-        img_size=(32, 48))['data_root']
+def ade(make_ade20k):
+    return make_ade20k(4, 2)
 
 
 def checked(repo_root, root, split='train', test_mode=False, **kwargs):
@@ -47,7 +42,7 @@ def checked(repo_root, root, split='train', test_mode=False, **kwargs):
     ('undecodable', 'cannot be decoded as an image ('),
 ])
 def test_bad_image_is_named_in_one_line(fault, what, ade, repo_root):
-    path = plant(fault, ade_file(ade, 'img', 2))
+    path = plant(fault, ade20k_file(ade, 'img', 2))
     data = checked(repo_root, ade)
     data[0]  # the others load
     with pytest.raises(DataFileError) as err:
@@ -58,7 +53,7 @@ def test_bad_image_is_named_in_one_line(fault, what, ade, repo_root):
 
 
 def test_missing_label_is_named(ade, repo_root):
-    path = ade_file(ade, 'ann', 3)
+    path = ade20k_file(ade, 'ann', 3)
     os.remove(path)
     with pytest.raises(
             DataFileError,
@@ -68,18 +63,18 @@ def test_missing_label_is_named(ade, repo_root):
 
 
 def test_half_size_label_is_refused_before_the_resize(ade, repo_root):
-    label = plant('half_label', ade_file(ade, 'ann', 1))
+    label = plant('half_label', ade20k_file(ade, 'ann', 1))
     data = checked(repo_root, ade)
     with pytest.raises(DataFileError) as err:
         data[0]
     assert str(err.value).startswith(
         f'ADE20KDataset sample 0: {label}: label map is 16x24 (HxW) but its '
-        f'image {ade_file(ade, "img", 1)} is 32x48; fix the annotation, or '
+        f'image {ade20k_file(ade, "img", 1)} is 32x48; fix the annotation, or '
         "opt in to resizing it with CheckSegMap(size_mismatch='resize')")
 
 
 def test_resize_opt_in_scales_the_label_to_its_image(ade, repo_root):
-    label = plant('half_label', ade_file(ade, 'ann', 1, 'val'))
+    label = plant('half_label', ade20k_file(ade, 'ann', 1, 'val'))
     stored = np.array(Image.open(label))
     with logged_warnings() as warned:
         item = checked(repo_root, ade, 'val', seg_map_size='resize')[0]
@@ -95,7 +90,7 @@ def test_resize_opt_in_scales_the_label_to_its_image(ade, repo_root):
 
 
 def test_label_out_of_range_is_named(ade, repo_root):
-    label = ade_file(ade, 'ann', 2)
+    label = ade20k_file(ade, 'ann', 2)
     set_label_value(label, 200)
     with pytest.raises(
             DataFileError,
@@ -106,7 +101,7 @@ def test_label_out_of_range_is_named(ade, repo_root):
 
 
 def test_skip_loads_another_sample_and_records_it(ade, repo_root):
-    bad = plant('empty', ade_file(ade, 'img', 3))
+    bad = plant('empty', ade20k_file(ade, 'img', 3))
     data = checked(repo_root, ade, on_error='skip')
     loader = DataLoader(
         data,
@@ -130,10 +125,10 @@ def test_skip_loads_another_sample_and_records_it(ade, repo_root):
 def test_skip_is_for_training_data_only(ade, repo_root):
     with pytest.raises(ValueError, match='in test mode, where skipping'):
         checked(repo_root, ade, 'val', test_mode=True, on_error='skip')
-    plant('empty', ade_file(ade, 'img', 1))
-    plant('empty', ade_file(ade, 'img', 2))
-    plant('empty', ade_file(ade, 'img', 3))
-    plant('empty', ade_file(ade, 'img', 4))
+    plant('empty', ade20k_file(ade, 'img', 1))
+    plant('empty', ade20k_file(ade, 'img', 2))
+    plant('empty', ade20k_file(ade, 'img', 3))
+    plant('empty', ade20k_file(ade, 'img', 4))
     data = checked(repo_root, ade, on_error='skip', max_refetch=3)
     with pytest.raises(DataFileError, match='4 bad samples in a row'):
         data[0]
@@ -149,7 +144,7 @@ def test_other_errors_are_not_skipped_and_name_the_sample(ade, repo_root):
     with pytest.raises(RuntimeError, match='a bug in a transform') as err:
         data[0]
     assert getattr(err.value, '__notes__', None) == [
-        f'while loading ADE20KDataset sample 0 ({ade_file(ade, "img", 1)})'
+        f'while loading ADE20KDataset sample 0 ({ade20k_file(ade, "img", 1)})'
     ]
     assert data.skipped() == []
 
@@ -202,7 +197,7 @@ def test_readme_config_for_the_hosts_tools(ade, tmp_path, repo_root):
                       readme_host_snippet(repo_root))
     cfg = Config.fromfile(str(config))
     cfg.merge_from_dict({'train_dataloader.dataset.dataset.data_root': ade})
-    bad = plant('empty', ade_file(ade, 'img', 2))
+    bad = plant('empty', ade20k_file(ade, 'img', 2))
     init_default_scope('mmseg')
     loader = Runner.build_dataloader(
         dict(cfg.train_dataloader, num_workers=0, persistent_workers=False))

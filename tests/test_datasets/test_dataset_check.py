@@ -10,7 +10,7 @@ import pytest
 import webdataset as wds
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
-from seg_data import ade_config, ade_file
+from seg_data import ade_config
 
 import mmlocat  # noqa: F401
 from mmlocat.datasets import WebDatasetCaptionDataset
@@ -18,6 +18,7 @@ from mmlocat.datasets.dataset_check import (build_split_dataset,
                                             check_config_data, check_dataset)
 from mmlocat.testing import generate
 from mmlocat.testing.faults import plant, set_exif_orientation, set_label_value
+from mmlocat.testing.seg_writers import ade20k_file
 
 CAPTION_CONFIG = 'configs/last/clip_last-b16_8xb64_coco-caption.py'
 
@@ -28,13 +29,8 @@ def names(report, kind):
 
 
 @pytest.fixture
-def ade(tmp_path):
-    return generate(
-        'ade20k',
-        str(tmp_path / 'ade'),
-        num_train=8,
-        num_val=2,
-        img_size=(32, 48))['data_root']
+def ade(make_ade20k):
+    return make_ade20k(8, 2)
 
 
 def test_clean_data_has_no_fault(ade, repo_root):
@@ -47,15 +43,15 @@ def test_clean_data_has_no_fault(ade, repo_root):
 
 
 def test_every_planted_fault_is_named(ade, repo_root):
-    plant('empty', ade_file(ade, 'img', 1))
-    plant('truncated', ade_file(ade, 'img', 2))
-    plant('undecodable', ade_file(ade, 'img', 3))
-    os.remove(ade_file(ade, 'ann', 4))
-    plant('half_label', ade_file(ade, 'ann', 5))
+    plant('empty', ade20k_file(ade, 'img', 1))
+    plant('truncated', ade20k_file(ade, 'img', 2))
+    plant('undecodable', ade20k_file(ade, 'img', 3))
+    os.remove(ade20k_file(ade, 'ann', 4))
+    plant('half_label', ade20k_file(ade, 'ann', 5))
     # stored 200 is class 199 after reduce_zero_label: not one of 150
-    set_label_value(ade_file(ade, 'ann', 6), 200)
-    set_exif_orientation(ade_file(ade, 'img', 7), 6)  # turns 90 degrees
-    set_exif_orientation(ade_file(ade, 'img', 8), 3)  # turns 180 degrees
+    set_label_value(ade20k_file(ade, 'ann', 6), 200)
+    set_exif_orientation(ade20k_file(ade, 'img', 7), 6)  # turns 90 degrees
+    set_exif_orientation(ade20k_file(ade, 'img', 8), 3)  # turns 180 degrees
     report, = check_config_data(ade_config(repo_root, ade), progress=False)
     assert report.counts() == dict(
         missing=1,
@@ -95,7 +91,7 @@ def test_every_planted_fault_is_named(ade, repo_root):
 
 
 def test_nested_datasets_are_checked_once_each(ade, repo_root):
-    plant('empty', ade_file(ade, 'img', 2))
+    plant('empty', ade20k_file(ade, 'img', 2))
     cfg = ade_config(repo_root, ade)
     # mmdet's voc0712.py nesting: Repeat(Concat(train, val))
     cfg.train_dataloader.dataset = dict(
@@ -112,7 +108,7 @@ def test_nested_datasets_are_checked_once_each(ade, repo_root):
 
 
 def test_resize_opt_in_is_a_note(ade, repo_root):
-    plant('half_label', ade_file(ade, 'ann', 1))
+    plant('half_label', ade20k_file(ade, 'ann', 1))
     cfg = ade_config(repo_root, ade)
     pipeline = list(cfg.train_dataloader.dataset.pipeline)
     pipeline.insert(2,

@@ -1,7 +1,7 @@
 """Bad data files through the user's tools (issues 26 and 29).
 
-A generated ADE20K-format set with planted faults, the shipped probe
-config shrunk by :mod:`seg_shrink` (2 iterations):
+A generated ADE20K-format set with planted faults, the shipped UperNet
+ViT-T config shrunk by :mod:`seg_shrink` (2 iterations):
 
 * a zero-byte training image: ``tools/train.py`` stops with one line
   naming the file, the dataset and the index;
@@ -22,27 +22,16 @@ import sys
 import pytest
 from seg_shrink import write_tiny_config
 
-from mmlocat.testing import generate
 from mmlocat.testing.faults import plant
+from mmlocat.testing.seg_writers import ade20k_file
 
 CONFIG = 'configs/locat/upernet_vit-t_ade20k.py'
 ITERS = 2
 
 
 @pytest.fixture
-def data(tmp_path):
-    return generate(
-        'ade20k',
-        str(tmp_path / 'ade'),
-        num_train=4,
-        num_val=1,
-        img_size=(64, 96))['data_root']
-
-
-def file_of(root, kind, index, split='training'):
-    sub, ext = ('images', 'jpg') if kind == 'img' else ('annotations', 'png')
-    tag = 'train' if split == 'training' else 'val'
-    return osp.join(root, sub, split, f'ADE_{tag}_{index:08d}.{ext}')
+def data(make_ade20k):
+    return make_ade20k(4, 1, (64, 96))
 
 
 def tool(repo_root, env, *args):
@@ -69,7 +58,7 @@ def lines_naming(text, path):
 
 def test_zero_byte_image_is_named_in_one_line(data, tmp_path, repo_root,
                                               subprocess_env):
-    bad = plant('empty', file_of(data, 'img', 3))
+    bad = plant('empty', ade20k_file(data, 'img', 3))
     proc, _, _ = train(repo_root, subprocess_env, tmp_path, data)
     assert proc.returncode != 0
     named = lines_naming(proc.stderr, bad)
@@ -83,19 +72,19 @@ def test_zero_byte_image_is_named_in_one_line(data, tmp_path, repo_root,
 
 def test_half_size_label_is_refused_in_training(data, tmp_path, repo_root,
                                                 subprocess_env):
-    label = plant('half_label', file_of(data, 'ann', 2))
+    label = plant('half_label', ade20k_file(data, 'ann', 2))
     proc, _, _ = train(repo_root, subprocess_env, tmp_path, data)
     assert proc.returncode != 0
     named = lines_naming(proc.stderr, label)
     assert len(named) == 1, proc.stderr[-3000:]
     assert (f'ADE20KDataset sample 1: {label}: label map is 32x48 (HxW) but '
-            f'its image {file_of(data, "img", 2)} is 64x96') in named[0]
+            f'its image {ade20k_file(data, "img", 2)} is 64x96') in named[0]
 
 
 def test_skip_and_resize_train_then_test_names_a_val_image(
         data, tmp_path, repo_root, subprocess_env):
-    bad = plant('empty', file_of(data, 'img', 3))
-    plant('half_label', file_of(data, 'ann', 2))
+    bad = plant('empty', ade20k_file(data, 'img', 3))
+    plant('half_label', ade20k_file(data, 'ann', 2))
     proc, config, work = train(repo_root, subprocess_env, tmp_path, data,
                                '--on-data-error', 'skip', '--cfg-options',
                                'train_dataloader.num_workers=1',
@@ -114,7 +103,7 @@ def test_skip_and_resize_train_then_test_names_a_val_image(
     assert f'Iter(train) [{ITERS}/{ITERS}]' in log
     dumped = open(osp.join(work, 'tiny.py')).read()
     assert 'CheckedDataset' not in dumped  # the config stays as written
-    val = plant('empty', file_of(data, 'img', 1, 'validation'))
+    val = plant('empty', ade20k_file(data, 'img', 1, 'val'))
     proc = tool(repo_root, subprocess_env, 'tools/test.py', config,
                 osp.join(work, f'iter_{ITERS}.pth'), '--work-dir',
                 str(tmp_path / 'test'))
@@ -125,7 +114,7 @@ def test_skip_and_resize_train_then_test_names_a_val_image(
 
 def test_check_data_stops_before_training(data, tmp_path, repo_root,
                                           subprocess_env):
-    bad = plant('truncated', file_of(data, 'img', 1))
+    bad = plant('truncated', ade20k_file(data, 'img', 1))
     proc, _, _ = train(repo_root, subprocess_env, tmp_path, data,
                        '--check-data')
     assert proc.returncode == 1

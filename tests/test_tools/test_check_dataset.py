@@ -9,6 +9,7 @@ import pytest
 
 from mmlocat.testing import generate
 from mmlocat.testing.faults import plant
+from mmlocat.testing.seg_writers import ade20k_file
 
 TOOL = 'tools/misc/check_dataset.py'
 ADE_CONFIG = 'configs/locat/upernet_locat-t_ade20k.py'
@@ -33,13 +34,8 @@ def ade_args(root, *extra):
 
 
 @pytest.fixture
-def ade(tmp_path):
-    return generate(
-        'ade20k',
-        str(tmp_path / 'ade'),
-        num_train=3,
-        num_val=2,
-        img_size=(32, 48))['data_root']
+def ade(make_ade20k):
+    return make_ade20k(3, 2)
 
 
 def test_clean_then_faulty(ade, tmp_path, repo_root, subprocess_env):
@@ -48,10 +44,8 @@ def test_clean_then_faulty(ade, tmp_path, repo_root, subprocess_env):
     assert proc.stdout.strip() == ('train ADE20KDataset: 3 samples, 6 files '
                                    'checked: no fault')
     assert '3/3' in proc.stderr  # the progress bar
-    image = osp.join(ade, 'images/validation/ADE_val_00000002.jpg')
-    plant('empty', image)
-    label = osp.join(ade, 'annotations/validation/ADE_val_00000001.png')
-    plant('half_label', label)
+    image = plant('empty', ade20k_file(ade, 'img', 2, 'val'))
+    label = plant('half_label', ade20k_file(ade, 'ann', 1, 'val'))
     out = str(tmp_path / 'report.json')
     proc = run([*ade_args(ade), '--split', 'val', '--out', out], repo_root,
                subprocess_env)
@@ -63,7 +57,7 @@ def test_clean_then_faulty(ade, tmp_path, repo_root, subprocess_env):
         f'    {image}: empty file (0 bytes)',
         '  size_mismatch (1):',
         f'    {label}: label map is 16x24 (HxW) but its image '
-        f'{label.replace("annotations", "images")[:-3]}jpg is 32x48',
+        f'{ade20k_file(ade, "img", 1, "val")} is 32x48',
     ]
     with open(out) as f:
         report, = json.load(f)
