@@ -11,9 +11,9 @@ between them. It reports
 * ``missing``, ``empty``, ``undecodable`` and ``truncated`` files
   (:mod:`mmlocat.datasets.file_checks`),
 * ``size_mismatch``: a decoded image whose size is not its annotation's
-  (the data info's ``height`` / ``width``: VOC ``<size>``, COCO
-  ``images[].width/height``) or a label map of another size than its
-  image,
+  (the data info's ``height`` / ``width`` or ``ann_img_shape``: VOC
+  ``<size>``, COCO ``images[].width/height``) or a label map of another
+  size than its image,
 * ``label_out_of_range``: label-map values outside the dataset's classes
   other than its ignore index (after ``reduce_zero_label``, as the loss
   sees them), classification labels or box labels outside the classes,
@@ -138,8 +138,8 @@ class _LeafChecks:
         img = info.get('img_path', '?')
         hw = results.get('ori_shape') or (results['img'].shape[:2]
                                           if 'img' in results else None)
-        if hw is not None and 'height' in info and 'width' in info:
-            said = (int(info['height']), int(info['width']))
+        said = _annotated_hw(info)
+        if hw is not None and said is not None:
             if tuple(hw[:2]) != said:
                 faults.append(
                     Fault(
@@ -209,6 +209,18 @@ class _LeafChecks:
             return faults + [fault], [], files
         more, notes = self.loaded_faults(info, results)
         return faults + more, notes, files
+
+
+def _annotated_hw(info: Dict) -> Optional[Tuple[int, int]]:
+    """The image size the annotation states: mmdet's ``height`` /
+    ``width`` (COCO ``images[]``, VOC ``<size>``) or mmlocat's box
+    datasets' ``ann_img_shape``."""
+    if info.get('ann_img_shape') is not None:
+        h, w = info['ann_img_shape'][:2]
+        return int(h), int(w)
+    if 'height' in info and 'width' in info:
+        return int(info['height']), int(info['width'])
+    return None
 
 
 def _step_name(step) -> str:

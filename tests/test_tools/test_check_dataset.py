@@ -78,7 +78,8 @@ def test_voc_size_through_the_corloc_config(tmp_path, repo_root,
         CORLOC_VOC07, '--split', 'test', '--num-workers', '0', '--cfg-options',
         f'test_dataloader.dataset.data_root='
         f'{voc["data_root"]}', 'test_dataloader.dataset.ann_file='
-        'ImageSets/Main/trainval.txt'
+        'ImageSets/Main/trainval.txt',
+        'test_dataloader.dataset.expected_num_images=None'
     ], repo_root, subprocess_env)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert 'size_mismatch 1' in proc.stdout
