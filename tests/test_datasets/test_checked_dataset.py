@@ -166,7 +166,8 @@ def test_wrapper_interface(ade, repo_root):
         isinstance(t, CheckSegMap)
         for t in again.dataset.pipeline.transforms) == 1
     copy = pickle.loads(pickle.dumps(data))  # spawned data workers
-    assert copy[0]['inputs'].shape == data[0]['inputs'].shape
+    assert copy.get_data_info(0) == data.get_data_info(0)
+    assert copy[0]['inputs'].shape[0] == 3  # (random crop and resize)
     cfg = dict(type='ADE20KDataset')
     wrapped = checked_dataset_cfg(cfg, on_error='skip')
     assert wrapped == dict(
