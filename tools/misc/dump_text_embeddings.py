@@ -112,8 +112,8 @@ def main():
     prompt_style = args.prompt_style or 'fvit'
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
-            names, base = te.names_from_annotations(json.load(f),
-                                                     args.ann_file)
+            names, base = te.names_from_annotations(
+                json.load(f), args.ann_file)
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         cfg = Config.fromfile(args.seg_config)
