@@ -4,8 +4,10 @@ A thin mmengine Runner wrapper: the config's ``default_scope`` chooses the
 host; importing mmlocat lets ``type='mmlocat.X'`` resolve.
 """
 import argparse
+import contextlib
 import os
 import os.path as osp
+import signal
 import sys
 
 from mmengine.config import DictAction
@@ -13,8 +15,11 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
-from mmlocat.utils.launch import (add_rng_state_hook, enable_amp, load_config,
+from mmlocat.utils.checkpoint_io import CheckpointWriteError
+from mmlocat.utils.launch import (enable_amp, launcher_rank, load_config,
+                                  make_training_resumable, resolve_resume,
                                   setup_cpu_distributed)
+from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,14 +52,36 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def _error(message: str, status: int = 2) -> None:
+    """One line and exit 2, as argparse reports a bad argument."""
+    print(f'train.py: error: {message}', file=sys.stderr)
+    sys.exit(status)
+
+
+@contextlib.contextmanager
+def _exit_on_signals():
+    """SIGTERM / SIGUSR1 end the process through ``SystemExit`` (so the
+    work-dir lock is released) until mmlocat.PreemptionHook, built with
+    the Runner, takes them over to save a checkpoint first."""
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = {
+        s: signal.signal(s, leave)
+        for s in (signal.SIGTERM, signal.SIGUSR1)
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main() -> None:
     args = parse_args()
     if not osp.isfile(args.config):
-        # one line and exit 2, as argparse reports a bad argument
-        print(
-            f'train.py: error: config file not found: {args.config}',
-            file=sys.stderr)
-        sys.exit(2)
+        _error(f'config file not found: {args.config}')
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
@@ -67,20 +94,60 @@ def main() -> None:
                                 osp.splitext(osp.basename(args.config))[0])
     if args.amp:
         enable_amp(cfg)
-    if args.resume == 'auto':
-        cfg.resume = True
-        cfg.load_from = None
-    elif args.resume is not None:
-        cfg.resume = True
-        cfg.load_from = args.resume
+    # what mmengine would do: resume=True resumes from load_from, or from
+    # the work dir's latest checkpoint without one
+    request = args.resume
+    if request is None and cfg.get('resume', False):
+        request = cfg.get('load_from', None) or 'auto'
+    try:
+        resume, note = resolve_resume(cfg.work_dir, request)
+    except OSError as err:
+        _error(str(err))
+    restarts = os.environ.get('SLURM_RESTART_COUNT', '0')
+    if request is None and restarts not in ('', '0'):
+        note = (f'this slurm job was requeued (SLURM_RESTART_COUNT='
+                f'{restarts}) but --resume was not given: training starts '
+                'from the beginning' + (f'; {note}' if note else ''))
+    if request is not None:
+        cfg.resume = resume
+        if resume:
+            cfg.load_from = None if request == 'auto' else request
+    if note:
+        print(f'train.py: warning: {note}', file=sys.stderr)
 
-    add_rng_state_hook(cfg)
-    setup_cpu_distributed(cfg, args.launcher)
-    if 'runner_type' in cfg:
-        runner = RUNNERS.build(cfg)
-    else:
-        runner = Runner.from_cfg(cfg)
-    runner.train()
+    make_training_resumable(cfg)
+    # rank 0 alone guards the work dir; the others wait for it in the
+    # process group (and the launcher ends them if it refuses)
+    lock = None
+    if launcher_rank(args.launcher) == 0:
+        lock = WorkDirLock(cfg.work_dir, command=' '.join(sys.argv))
+        try:
+            lock.acquire()
+        except WorkDirBusyError as err:
+            _error(str(err))
+        except OSError as err:
+            _error(f'cannot use work dir {cfg.work_dir}: {err}')
+        if lock.stale is not None:
+            print(
+                f'train.py: warning: took over {lock.path} of pid '
+                f'{lock.stale.get("pid")} on {lock.stale.get("host")}: '
+                f'{lock.stale["reason"]}',
+                file=sys.stderr)
+    try:
+        with _exit_on_signals():
+            setup_cpu_distributed(cfg, args.launcher)
+            if 'runner_type' in cfg:
+                runner = RUNNERS.build(cfg)
+            else:
+                runner = Runner.from_cfg(cfg)
+            if note:
+                runner.logger.warning(note)
+            runner.train()
+    except CheckpointWriteError as err:
+        _error(f'{err}; training stopped', status=1)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 if __name__ == '__main__':

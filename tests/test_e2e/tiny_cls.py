@@ -26,7 +26,8 @@ def write_tiny_cls_config(path: str,
                           num_workers: int = 0,
                           random_train: bool = True,
                           checkpoint_interval: int = 0,
-                          optimizer: Optional[dict] = None) -> str:
+                          optimizer: Optional[dict] = None,
+                          epochs: int = 0) -> str:
     """Write the derived config to ``path`` and return ``path``.
 
     Args:
@@ -38,6 +39,10 @@ def write_tiny_cls_config(path: str,
         checkpoint_interval: Iterations between checkpoints (0: only at
             the end).
         optimizer: The optimizer config (default AdamW, lr 1e-3).
+        epochs: Train ``epochs`` epochs with mmengine's epoch-based loop
+            and ``DefaultSampler`` (``iters`` is then unused; checkpoints
+            every ``checkpoint_interval`` epochs, default 1); 0: ``iters``
+            iterations with ``InfiniteSampler``.
     """
     if random_train:
         pipeline = [
@@ -76,7 +81,9 @@ def write_tiny_cls_config(path: str,
             num_workers=num_workers,
             persistent_workers=num_workers > 0,
             sampler=dict(
-                _delete_=True, type='InfiniteSampler', shuffle=random_train),
+                _delete_=True,
+                type='DefaultSampler' if epochs else 'InfiniteSampler',
+                shuffle=random_train),
             dataset=dict(data_root=data_root, pipeline=pipeline)),
         val_dataloader=None,
         val_evaluator=None,
@@ -91,13 +98,14 @@ def write_tiny_cls_config(path: str,
             or dict(type='AdamW', lr=1e-3, weight_decay=0.05),
             clip_grad=dict(max_norm=5.0)),
         param_scheduler=[],
-        train_cfg=dict(_delete_=True, by_epoch=False, max_iters=iters),
+        train_cfg=dict(_delete_=True, by_epoch=True, max_epochs=epochs)
+        if epochs else dict(_delete_=True, by_epoch=False, max_iters=iters),
         auto_scale_lr=dict(enable=False),
         default_hooks=dict(
             logger=dict(interval=1),
             checkpoint=dict(
-                by_epoch=False,
-                interval=checkpoint_interval or iters,
+                by_epoch=bool(epochs),
+                interval=checkpoint_interval or (1 if epochs else iters),
                 max_keep_ckpts=-1)),
         custom_hooks=[dict(type='TrainProbeHook')],
         randomness=dict(seed=0),

@@ -7,10 +7,14 @@ Records what the reliability tests compare, from inside a training run:
 * the main process's resident memory at the iterations listed in
   ``$PROBE_RSS_AT`` (comma separated), to ``$PROBE_RSS`` (``iter kB``);
 * with ``$PROBE_PAUSE_AT`` set, after that iteration it writes
-  ``$PROBE_PAUSE_AT.marker`` next to the loss file and sleeps, so a test can
-  SIGKILL the process at a known point.
+  ``$PROBE_LOSSES.paused`` and waits (up to 300 s) until a test creates
+  ``$PROBE_LOSSES.go``, so the test can signal the process at a known point;
+* with ``$PROBE_FSIZE_AT`` set, after that iteration it limits the size of
+  any file the process writes to ``$PROBE_FSIZE`` bytes (``RLIMIT_FSIZE``:
+  a larger write fails with EFBIG, as on a full disk).
 """
 import os
+import resource
 import time
 
 from mmengine.hooks import Hook
@@ -38,6 +42,8 @@ class TrainProbeHook(Hook):
         }
         pause = os.environ.get('PROBE_PAUSE_AT')
         self.pause_at = int(pause) if pause else None
+        fsize_at = os.environ.get('PROBE_FSIZE_AT')
+        self.fsize_at = int(fsize_at) if fsize_at else None
 
     def after_train_iter(self,
                          runner,
@@ -52,7 +58,14 @@ class TrainProbeHook(Hook):
         if self.rss and step in self.rss_at:
             with open(self.rss, 'a') as f:
                 f.write(f'{step} {_rss_kb()}\n')
+        if self.fsize_at == step:
+            limit = int(os.environ['PROBE_FSIZE'])
+            hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
         if self.pause_at == step:
             with open(f'{self.losses}.paused', 'w') as f:
                 f.write(str(step))
-            time.sleep(300)
+            deadline = time.time() + 300
+            while (not os.path.exists(f'{self.losses}.go')
+                   and time.time() < deadline):
+                time.sleep(0.05)
