@@ -144,7 +144,7 @@ def main() -> None:
                 runner.logger.warning(note)
             runner.train()
     except CheckpointWriteError as err:
-        _error(f'{err}; training stopped', status=1)
+        _error(str(err), status=1)
     finally:
         if lock is not None:
             lock.release()

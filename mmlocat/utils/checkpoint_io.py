@@ -316,19 +316,33 @@ def write_atomic(path: str, write: Callable[[BinaryIO], None]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as err:
+    except BaseException as exc:
         _remove_quietly(tmp)
+        # an interrupt (SystemExit, KeyboardInterrupt) stays what it is
+        err = _os_error_in(exc) if isinstance(exc, Exception) else None
+        if err is None:
+            raise
         hint = _WRITE_HINTS.get(err.errno)
         cause = f'{hint} ({err.strerror})' if hint else str(err)
         kept = ('the previous file is unchanged'
                 if osp.isfile(path) else 'nothing was written')
         error = CheckpointWriteError(f'cannot write {path}: {cause}; {kept}')
         error.errno = err.errno
-        raise error from err
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
+        raise error from exc
     _fsync_folder(folder)
+
+
+def _os_error_in(exc: BaseException) -> Optional[OSError]:
+    """The OSError behind ``exc``: itself, or one it was raised from or
+    while handling (``torch.save`` turns a failed write into a
+    RuntimeError of its zip writer)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _remove_quietly(path: str) -> None:

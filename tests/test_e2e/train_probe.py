@@ -6,9 +6,10 @@ Records what the reliability tests compare, from inside a training run:
   (one line ``rank iter hex``);
 * the main process's resident memory at the iterations listed in
   ``$PROBE_RSS_AT`` (comma separated), to ``$PROBE_RSS`` (``iter kB``);
-* with ``$PROBE_PAUSE_AT`` set, after that iteration it writes
-  ``$PROBE_LOSSES.paused`` and waits (up to 300 s) until a test creates
-  ``$PROBE_LOSSES.go``, so the test can signal the process at a known point;
+* with ``$PROBE_PAUSE_AT`` set, after that iteration it writes its pid to
+  ``$PROBE_LOSSES.pid.RANK``, then ``$PROBE_LOSSES.paused``, and waits (up
+  to 300 s) until a test creates ``$PROBE_LOSSES.go``, so the test can
+  signal a process at a known point;
 * with ``$PROBE_FSIZE_AT`` set, after that iteration it limits the size of
   any file the process writes to ``$PROBE_FSIZE`` bytes (``RLIMIT_FSIZE``:
   a larger write fails with EFBIG, as on a full disk).
@@ -63,6 +64,8 @@ class TrainProbeHook(Hook):
             hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
         if self.pause_at == step:
+            with open(f'{self.losses}.pid.{runner.rank}', 'w') as f:
+                f.write(str(os.getpid()))
             with open(f'{self.losses}.paused', 'w') as f:
                 f.write(str(step))
             deadline = time.time() + 300

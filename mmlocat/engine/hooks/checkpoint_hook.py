@@ -28,7 +28,7 @@ from mmlocat.utils.checkpoint_io import CheckpointWriteError, write_atomic
 
 __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'ATOMIC_BACKEND',
-    'write_last_checkpoint', 'atomic_backend_args'
+    'write_last_checkpoint', 'atomic_backend_args', 'stop_on_failed_write'
 ]
 
 #: The mmengine file-backend name of :class:`AtomicLocalBackend`.
@@ -77,6 +77,19 @@ def atomic_backend_args(
     return backend_args
 
 
+def stop_on_failed_write(runner, err: CheckpointWriteError,
+                         previous: Optional[str]) -> CheckpointWriteError:
+    """The error that stops training after a failed checkpoint write,
+    saying which checkpoint ``--resume`` still finds; also logged, so the
+    log file has it, not only the traceback on stderr."""
+    kept = (f'last_checkpoint still names {previous}'
+            if previous else 'this run has no earlier checkpoint')
+    error = CheckpointWriteError(f'{err}; {kept}; training stops')
+    error.errno = err.errno
+    runner.logger.error(str(error))
+    return error
+
+
 @HOOKS.register_module()
 class AtomicCheckpointHook(CheckpointHook):
     """:class:`~mmengine.hooks.CheckpointHook` with atomic, ordered writes.
@@ -101,6 +114,7 @@ class AtomicCheckpointHook(CheckpointHook):
 
     def _save_checkpoint_with_step(self, runner, step: int,
                                    meta: dict) -> None:
+        previous = runner.message_hub.get_info('last_ckpt')
         outdated = self._rotate(runner, step)
         ckpt_filename = self.filename_tmpl.format(step)
         self.last_ckpt = self.file_backend.join_path(self.out_dir,
@@ -121,9 +135,7 @@ class AtomicCheckpointHook(CheckpointHook):
                 return
             write_last_checkpoint(runner.work_dir, self.last_ckpt)
         except CheckpointWriteError as err:
-            # in the log file too, not only in the traceback on stderr
-            runner.logger.error(f'{err}; training stops here')
-            raise
+            raise stop_on_failed_write(runner, err, previous) from err
         if outdated is not None:
             self._remove(outdated)
 

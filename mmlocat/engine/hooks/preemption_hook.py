@@ -25,7 +25,9 @@ from mmengine.logging import print_log
 from mmengine.runner import EpochBasedTrainLoop
 
 from mmlocat.registry import HOOKS
-from .checkpoint_hook import atomic_backend_args, write_last_checkpoint
+from mmlocat.utils.checkpoint_io import CheckpointWriteError
+from .checkpoint_hook import (atomic_backend_args, stop_on_failed_write,
+                              write_last_checkpoint)
 
 __all__ = ['PreemptionHook']
 
@@ -306,17 +308,22 @@ class PreemptionHook(Hook):
         backend_args = atomic_backend_args(
             out_dir, getattr(hook, 'backend_args', None),
             getattr(hook, 'file_client_args', None))
+        previous = runner.message_hub.get_info('last_ckpt')
         runner.message_hub.update_info('last_ckpt', path)
-        runner.save_checkpoint(
-            out_dir,
-            filename,
-            save_optimizer=getattr(hook, 'save_optimizer', True),
-            save_param_scheduler=getattr(hook, 'save_param_scheduler', True),
-            meta=dict(epoch=runner.epoch, iter=step),
-            by_epoch=False,
-            backend_args=backend_args)
-        if runner.rank == 0:
-            write_last_checkpoint(runner.work_dir, path)
+        try:
+            runner.save_checkpoint(
+                out_dir,
+                filename,
+                save_optimizer=getattr(hook, 'save_optimizer', True),
+                save_param_scheduler=getattr(hook, 'save_param_scheduler',
+                                             True),
+                meta=dict(epoch=runner.epoch, iter=step),
+                by_epoch=False,
+                backend_args=backend_args)
+            if runner.rank == 0:
+                write_last_checkpoint(runner.work_dir, path)
+        except CheckpointWriteError as err:
+            raise stop_on_failed_write(runner, err, previous) from err
         return path
 
     def _stop(self, runner, signum: int, checkpoint: Optional[str]) -> None:
