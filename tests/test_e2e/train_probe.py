@@ -10,12 +10,15 @@ Records what the reliability tests compare, from inside a training run:
   ``$PROBE_LOSSES.pid.RANK``, then ``$PROBE_LOSSES.paused``, and waits (up
   to 300 s) until a test creates ``$PROBE_LOSSES.go``, so the test can
   signal a process at a known point;
+* with ``$PROBE_SIGNAL_AT_START`` set (a signal name), it sends that signal
+  to its own process in ``before_train``;
 * with ``$PROBE_FSIZE_AT`` set, after that iteration it limits the size of
   any file the process writes to ``$PROBE_FSIZE`` bytes (``RLIMIT_FSIZE``:
   a larger write fails with EFBIG, as on a full disk).
 """
 import os
 import resource
+import signal
 import time
 
 from mmengine.hooks import Hook
@@ -45,6 +48,11 @@ class TrainProbeHook(Hook):
         self.pause_at = int(pause) if pause else None
         fsize_at = os.environ.get('PROBE_FSIZE_AT')
         self.fsize_at = int(fsize_at) if fsize_at else None
+
+    def before_train(self, runner) -> None:
+        name = os.environ.get('PROBE_SIGNAL_AT_START')
+        if name:
+            os.kill(os.getpid(), getattr(signal, name))
 
     def after_train_iter(self,
                          runner,
