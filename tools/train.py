@@ -78,6 +78,45 @@ def _exit_on_signals():
             signal.signal(signum, handler)
 
 
+def _resume(cfg, resume_arg) -> list:
+    """Settle ``--resume`` (or the config's ``resume``) before anything
+    starts; return the warnings to show."""
+    # what mmengine would do: resume=True resumes from load_from, or from
+    # the work dir's latest checkpoint without one
+    request = resume_arg
+    if request is None and cfg.get('resume', False):
+        request = cfg.get('load_from', None) or 'auto'
+    try:
+        resume, note = resolve_resume(cfg.work_dir, request)
+    except OSError as err:
+        _error(str(err))
+    notes = [note] if note else []
+    restarts = os.environ.get('SLURM_RESTART_COUNT', '0')
+    if request is None and restarts not in ('', '0'):
+        notes.insert(
+            0, f'this slurm job was requeued (SLURM_RESTART_COUNT='
+            f'{restarts}) but --resume was not given: training starts from '
+            'the beginning')
+    if request is not None:
+        cfg.resume = resume
+        if resume:
+            cfg.load_from = None if request == 'auto' else request
+    return notes
+
+
+def _lock(work_dir: str) -> WorkDirLock:
+    """Take the work dir, or end with one line naming the run that has
+    it."""
+    lock = WorkDirLock(work_dir, command=' '.join(sys.argv))
+    try:
+        lock.acquire()
+    except WorkDirBusyError as err:
+        _error(str(err))
+    except OSError as err:
+        _error(f'cannot use work dir {work_dir}: {err}')
+    return lock
+
+
 def main() -> None:
     args = parse_args()
     if not osp.isfile(args.config):
@@ -94,45 +133,17 @@ def main() -> None:
                                 osp.splitext(osp.basename(args.config))[0])
     if args.amp:
         enable_amp(cfg)
-    # what mmengine would do: resume=True resumes from load_from, or from
-    # the work dir's latest checkpoint without one
-    request = args.resume
-    if request is None and cfg.get('resume', False):
-        request = cfg.get('load_from', None) or 'auto'
-    try:
-        resume, note = resolve_resume(cfg.work_dir, request)
-    except OSError as err:
-        _error(str(err))
-    restarts = os.environ.get('SLURM_RESTART_COUNT', '0')
-    if request is None and restarts not in ('', '0'):
-        note = (f'this slurm job was requeued (SLURM_RESTART_COUNT='
-                f'{restarts}) but --resume was not given: training starts '
-                'from the beginning' + (f'; {note}' if note else ''))
-    if request is not None:
-        cfg.resume = resume
-        if resume:
-            cfg.load_from = None if request == 'auto' else request
-    if note:
-        print(f'train.py: warning: {note}', file=sys.stderr)
-
+    notes = _resume(cfg, args.resume)
     make_training_resumable(cfg)
     # rank 0 alone guards the work dir; the others wait for it in the
     # process group (and the launcher ends them if it refuses)
-    lock = None
-    if launcher_rank(args.launcher) == 0:
-        lock = WorkDirLock(cfg.work_dir, command=' '.join(sys.argv))
-        try:
-            lock.acquire()
-        except WorkDirBusyError as err:
-            _error(str(err))
-        except OSError as err:
-            _error(f'cannot use work dir {cfg.work_dir}: {err}')
-        if lock.stale is not None:
-            print(
-                f'train.py: warning: took over {lock.path} of pid '
-                f'{lock.stale.get("pid")} on {lock.stale.get("host")}: '
-                f'{lock.stale["reason"]}',
-                file=sys.stderr)
+    lock = _lock(cfg.work_dir) if launcher_rank(args.launcher) == 0 else None
+    if lock is not None and lock.stale is not None:
+        notes.append(f'took over {lock.path} of pid {lock.stale.get("pid")} '
+                     f'on {lock.stale.get("host")}: {lock.stale["reason"]}')
+    if lock is not None:  # one copy of each warning, first thing
+        for note in notes:
+            print(f'train.py: warning: {note}', file=sys.stderr)
     try:
         with _exit_on_signals():
             setup_cpu_distributed(cfg, args.launcher)
@@ -140,7 +151,7 @@ def main() -> None:
                 runner = RUNNERS.build(cfg)
             else:
                 runner = Runner.from_cfg(cfg)
-            if note:
+            for note in notes:
                 runner.logger.warning(note)
             runner.train()
     except CheckpointWriteError as err:

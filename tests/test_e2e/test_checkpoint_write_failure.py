@@ -14,16 +14,12 @@ import hashlib
 import os
 import os.path as osp
 import shutil
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
-from tiny_cls import probe_env, run_train, write_tiny_cls_config
+from tiny_cls import (paused_run, probe_env, read_losses, resume, run_train,
+                      tiny_imagenet, train_command, write_tiny_cls_config)
 
-from mmlocat.testing import generate
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
 ITERS, EVERY, PAUSE = 8, 3, 4
@@ -31,10 +27,7 @@ ITERS, EVERY, PAUSE = 8, 3, 4
 
 @pytest.fixture(scope='module')
 def imagenet_root(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp('imagenet'))
-    return generate(
-        'imagenet', root, num_train=2, num_val=1, img_size=(40, 40),
-        seed=0)['data_root']
+    return tiny_imagenet(str(tmp_path_factory.mktemp('imagenet')))
 
 
 def _digest(path: str) -> str:
@@ -87,33 +80,19 @@ def test_failed_write_stops_and_keeps_the_previous_checkpoint(
     losses = str(tmp_path / 'losses.txt')
     env = probe_env(
         subprocess_env, losses=losses, pause_at=PAUSE, **_plant(fault, work))
-    proc = subprocess.Popen([
-        *prefix, sys.executable, 'tools/train.py', config, '--work-dir', work,
-        '--cfg-options', 'default_hooks.checkpoint.max_keep_ckpts=1'
-    ],
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE,
-                            text=True,
-                            env=env,
-                            cwd=repo_root,
-                            start_new_session=True)
+    cmd = [
+        *prefix, *train_command(config, work, '--cfg-options',
+                                'default_hooks.checkpoint.max_keep_ckpts=1')
+    ]
     try:
-        deadline = time.time() + 300
-        while not osp.exists(losses + '.paused'):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.time() < deadline, 'the run never reached the pause'
-            time.sleep(0.1)
-        previous = osp.join(work, f'iter_{EVERY}.pth')
-        pointer = osp.join(work, 'last_checkpoint')
-        before = _digest(previous), _digest(pointer)
-        if fault == 'not_writable':
-            os.chmod(work, 0o555)
-        open(losses + '.go', 'w').close()
-        out, err = proc.communicate(timeout=300)
+        with paused_run(cmd, env, repo_root, losses) as proc:
+            previous = osp.join(work, f'iter_{EVERY}.pth')
+            pointer = osp.join(work, 'last_checkpoint')
+            before = _digest(previous), _digest(pointer)
+            if fault == 'not_writable':
+                os.chmod(work, 0o555)
+            out, err = resume(proc, losses)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
         os.chmod(work, 0o755)
 
     failed = osp.join(work, f'iter_{2 * EVERY}.pth')
@@ -134,9 +113,9 @@ def test_failed_write_stops_and_keeps_the_previous_checkpoint(
     if fault == 'disk_full':
         # nothing was lost: --resume continues from iteration 3 and ends
         resumed = str(tmp_path / 'resumed.txt')
-        log = run_train(config, work, probe_env(
-            subprocess_env, losses=resumed), repo_root, '--resume')
+        log = run_train(config, work,
+                        probe_env(subprocess_env,
+                                  losses=resumed), repo_root, '--resume')
         assert previous in log
-        with open(resumed) as f:
-            steps = [int(line.split()[1]) for line in f]
-        assert steps == list(range(EVERY + 1, ITERS + 1))
+        assert sorted(read_losses(resumed)) == list(
+            range(EVERY + 1, ITERS + 1))

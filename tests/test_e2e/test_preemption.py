@@ -13,26 +13,26 @@ reproduce every later loss of an uninterrupted run bit for bit.
   under a (stub) slurm: the job is requeued with ``scontrol requeue`` once
   the checkpoint is complete, and the resume continues inside the epoch;
 * 2 gloo processes (``tools/dist_train.sh``), SIGTERM to rank 1 only: every
-  rank stops after the same iteration and the resume is exact per rank.
+  rank stops after the same iteration and the resume is exact per rank;
+* a signal before the first iteration ends the run without a checkpoint.
 """
 import os
 import os.path as osp
 import signal
-import socket
 import stat
 import subprocess
-import sys
-import time
+from typing import NamedTuple
 
 import pytest
 import torch
-from tiny_cls import probe_env, run_train, write_tiny_cls_config
+from tiny_cls import (paused_pid, paused_run, probe_env, read_losses, resume,
+                      run_train, tiny_imagenet, train_command,
+                      write_tiny_cls_config)
 
-from mmlocat.testing import generate
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
-# scontrol stand-in: records its arguments and whether the checkpoint the
-# run announced was already complete (loadable) when it was called
+# scontrol stand-in: records its arguments and what the work dir holds when
+# it is called (the checkpoint must be there: it is written atomically)
 STUB_SCONTROL = """#!/usr/bin/env bash
 printf '%s\\n' "$@" > "$SCONTROL_RECORD"
 ls "$SCONTROL_WORK" >> "$SCONTROL_RECORD"
@@ -41,78 +41,63 @@ ls "$SCONTROL_WORK" >> "$SCONTROL_RECORD"
 
 @pytest.fixture(scope='module')
 def imagenet_root(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp('imagenet'))
-    return generate(
-        'imagenet', root, num_train=2, num_val=1, img_size=(40, 40),
-        seed=0)['data_root']
+    return tiny_imagenet(str(tmp_path_factory.mktemp('imagenet')))
 
 
-def _losses(path: str) -> dict:
-    """iteration -> float loss (the last record of each iteration)."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            _, step, value = line.split()
-            out[int(step)] = float.fromhex(value)
-    return out
+class Case(NamedTuple):
+    epochs: int  # 0: iteration-based
+    iters: int
+    every: int  # checkpoint interval (iterations, or epochs)
+    workers: int
+    stop_at: int  # the iteration after which the signal arrives
+    signum: int
+    group: bool  # signal every process of the run, not only the trainer
+    slurm: bool
 
 
-def _signal_when_paused(cmd,
-                        env,
-                        cwd,
-                        losses,
-                        signum,
-                        group,
-                        timeout=300) -> subprocess.CompletedProcess:
-    """Run ``cmd``; once the probe pauses, send ``signum`` (to the whole
-    process group if ``group``), let the probe continue and wait."""
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        text=True,
-        start_new_session=True)
-    deadline = time.time() + timeout
-    try:
-        while not osp.exists(losses + '.paused'):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.time() < deadline, 'the run never reached the pause'
-            time.sleep(0.1)
-        if group:
-            os.killpg(proc.pid, signum)
-        else:
-            os.kill(proc.pid, signum)
-        open(losses + '.go', 'w').close()
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+CASES = {
+    'iter_workers2_sigterm_group':
+    Case(0, 8, 3, 2, 5, signal.SIGTERM, True, False),
+    'epoch_workers0_sigusr1_slurm':
+    Case(2, 10, 1, 0, 7, signal.SIGUSR1, False, True),
+}
 
 
-CASES = dict(
-    iter_workers2_sigterm_group=dict(
-        epochs=0,
-        iters=8,
-        every=3,
-        workers=2,
-        stop_at=5,
-        signum=signal.SIGTERM,
-        group=True,
-        slurm=False),
-    epoch_workers0_sigusr1_slurm=dict(
-        epochs=2,
-        iters=10,
-        every=1,
-        workers=0,
-        stop_at=7,
-        signum=signal.SIGUSR1,
-        group=False,
-        slurm=True),
-)
+def _stub_slurm(env: dict, tmp_path, work: str) -> str:
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    stub = bin_dir / 'scontrol'
+    stub.write_text(STUB_SCONTROL)
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    record = str(tmp_path / 'scontrol.txt')
+    env.update(
+        PATH=f'{bin_dir}{os.pathsep}{env["PATH"]}',
+        SLURM_JOB_ID='4242',
+        SCONTROL_RECORD=record,
+        SCONTROL_WORK=work)
+    return record
+
+
+def _check_stopped(work: str, stop_at: int, out: str, name: str) -> str:
+    """The checkpoint of ``stop_at`` is there and named by
+    last_checkpoint; the lock and temporary files are gone."""
+    stop_ckpt = osp.join(work, f'iter_{stop_at}.pth')
+    assert f'{name} received: saved {stop_ckpt} after iteration ' \
+        f'{stop_at}' in out
+    with open(osp.join(work, 'last_checkpoint')) as f:
+        assert f.read() == stop_ckpt
+    assert not osp.exists(osp.join(work, LOCK_NAME))
+    assert not [f for f in os.listdir(work) if f.endswith('.tmp')]
+    return stop_ckpt
+
+
+def _check_same(resumed: dict, reference: dict, first: int, last: int) -> None:
+    """Exactly the iterations ``first..last`` (of every rank), each loss
+    bit for bit the uninterrupted run's."""
+    steps = sorted({k[1] if isinstance(k, tuple) else k for k in resumed})
+    assert steps == list(range(first, last + 1))
+    for key, loss in resumed.items():
+        assert loss == reference[key], (key, loss, reference[key])
 
 
 @pytest.mark.timeout(600)
@@ -125,79 +110,54 @@ def test_signal_saves_then_resume_is_bit_identical(case, imagenet_root,
         str(tmp_path / 'tiny.py'),
         repo_root,
         imagenet_root,
-        iters=c['iters'],
+        iters=c.iters,
         batch_size=4,
-        num_workers=c['workers'],
-        checkpoint_interval=c['every'],
-        epochs=c['epochs'])
+        num_workers=c.workers,
+        checkpoint_interval=c.every,
+        epochs=c.epochs)
 
     ref_losses = str(tmp_path / 'ref.txt')
     run_train(config, str(tmp_path / 'ref'),
               probe_env(subprocess_env, losses=ref_losses), repo_root)
-    reference = _losses(ref_losses)
-    assert sorted(reference) == list(range(1, c['iters'] + 1))
+    reference = read_losses(ref_losses)
+    assert sorted(reference) == list(range(1, c.iters + 1))
 
     work = str(tmp_path / 'run')
-    run_losses = str(tmp_path / 'run.txt')
-    env = probe_env(subprocess_env, losses=run_losses, pause_at=c['stop_at'])
-    record = str(tmp_path / 'scontrol.txt')
-    if c['slurm']:
-        bin_dir = tmp_path / 'bin'
-        bin_dir.mkdir()
-        stub = bin_dir / 'scontrol'
-        stub.write_text(STUB_SCONTROL)
-        stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
-        env.update(
-            PATH=f'{bin_dir}{os.pathsep}{env["PATH"]}',
-            SLURM_JOB_ID='4242',
-            SCONTROL_RECORD=record,
-            SCONTROL_WORK=work)
-    done = _signal_when_paused(
-        [sys.executable, 'tools/train.py', config, '--work-dir', work], env,
-        repo_root, run_losses, c['signum'], c['group'])
+    losses = str(tmp_path / 'run.txt')
+    env = probe_env(subprocess_env, losses=losses, pause_at=c.stop_at)
+    record = _stub_slurm(env, tmp_path, work) if c.slurm else None
+    with paused_run(train_command(config, work), env, repo_root,
+                    losses) as proc:
+        if c.group:
+            os.killpg(proc.pid, c.signum)
+        else:
+            os.kill(proc.pid, c.signum)
+        out, err = resume(proc, losses)
+    assert proc.returncode == 128 + c.signum, err[-3000:]
 
-    assert done.returncode == 128 + c['signum'], done.stderr[-3000:]
-    stop_ckpt = osp.join(work, f'iter_{c["stop_at"]}.pth')
-    name = signal.Signals(c['signum']).name
-    assert f'{name} received: saved {stop_ckpt} after iteration ' \
-        f'{c["stop_at"]}' in done.stdout
-    with open(osp.join(work, 'last_checkpoint')) as f:
-        assert f.read() == stop_ckpt
+    stop_ckpt = _check_stopped(work, c.stop_at, out,
+                               signal.Signals(c.signum).name)
     ckpt = torch.load(stop_ckpt, weights_only=True)
-    assert ckpt['meta']['iter'] == c['stop_at']
-    assert ckpt['meta']['epoch'] == (c['stop_at'] - 1) // 5 * bool(
-        c['epochs'])  # epochs completed: 5 batches each
+    assert ckpt['meta']['iter'] == c.stop_at
+    # epochs completed (5 batches each); 0 for the iteration-based loop
+    assert ckpt['meta']['epoch'] == (c.stop_at - 1) // 5 * bool(c.epochs)
     assert 'rng_state' in ckpt
-    assert not osp.exists(osp.join(work, LOCK_NAME))
-    assert not [f for f in os.listdir(work) if f.endswith('.tmp')]
-    if c['slurm']:
+    if c.slurm:
         with open(record) as f:
             called = f.read().split()
         assert called[:2] == ['requeue', '4242']
         assert osp.basename(stop_ckpt) in called[2:]
-        assert 'requeued slurm job 4242' in done.stdout
+        assert 'requeued slurm job 4242' in out
     # the interrupted run agreed with the reference up to the signal
-    before = _losses(run_losses)
-    assert sorted(before) == list(range(1, c['stop_at'] + 1))
-    assert all(before[s] == reference[s] for s in before)
+    _check_same(read_losses(losses), reference, 1, c.stop_at)
 
-    resumed_losses = str(tmp_path / 'resumed.txt')
-    log = run_train(config, work,
-                    probe_env(subprocess_env, losses=resumed_losses),
+    resumed = str(tmp_path / 'resumed.txt')
+    log = run_train(config, work, probe_env(subprocess_env, losses=resumed),
                     repo_root, '--resume')
     assert stop_ckpt in log
-    if c['epochs']:
+    if c.epochs:
         assert 'Advance the dataloader 2 of 5 batches into epoch 2' in log
-    resumed = _losses(resumed_losses)
-    assert sorted(resumed) == list(range(c['stop_at'] + 1, c['iters'] + 1))
-    for step, loss in resumed.items():
-        assert loss == reference[step], (step, loss, reference[step])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+    _check_same(read_losses(resumed), reference, c.stop_at + 1, c.iters)
 
 
 @pytest.mark.timeout(900)
@@ -216,88 +176,40 @@ def test_ddp_signal_to_one_rank_stops_every_rank_at_one_iteration(
         batch_size=2,
         checkpoint_interval=every)
 
-    def dist(work, losses, *extra, **probe):
-        env = probe_env(subprocess_env, losses=losses, **probe)
-        env['PORT'] = str(_free_port())
-        return [
-            'bash', 'tools/dist_train.sh', config, '2', '--work-dir', work,
-            *extra
-        ], env
-
     ref_losses = str(tmp_path / 'ref.txt')
-    cmd, env = dist(str(tmp_path / 'ref'), ref_losses)
-    ref = subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=repo_root,
-        timeout=400)
-    assert ref.returncode == 0, ref.stderr[-3000:]
-    reference = _ranked_losses(ref_losses)
+    run_train(
+        config,
+        str(tmp_path / 'ref'),
+        probe_env(subprocess_env, losses=ref_losses),
+        repo_root,
+        procs=2)
+    reference = read_losses(ref_losses, by_rank=True)
 
     work = str(tmp_path / 'run')
     losses = str(tmp_path / 'run.txt')
-    cmd, env = dist(work, losses, pause_at=stop_at)
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=repo_root,
-        text=True,
-        start_new_session=True)
-    try:
-        deadline = time.time() + 400
-        while not all(osp.exists(f'{losses}.pid.{r}') for r in (0, 1)):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.time() < deadline, 'the run never reached the pause'
-            time.sleep(0.1)
-        with open(f'{losses}.pid.1') as f:
-            os.kill(int(f.read()), signal.SIGTERM)  # rank 1 only
-        open(losses + '.go', 'w').close()
-        out, err = proc.communicate(timeout=400)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    env = probe_env(subprocess_env, losses=losses, pause_at=stop_at)
+    cmd = train_command(config, work, procs=2, env=env)
+    with paused_run(cmd, env, repo_root, losses, ranks=2) as proc:
+        os.kill(paused_pid(losses, rank=1), signal.SIGTERM)
+        out, err = resume(proc, losses)
     assert proc.returncode != 0  # torchrun reports its workers' failure
     # both workers ended with the preemption status, not a crash
     assert err.count('exitcode  : 143') == 2, err[-3000:]
-    stop_ckpt = osp.join(work, f'iter_{stop_at}.pth')
+    stop_ckpt = _check_stopped(work, stop_at, out, 'SIGTERM')
     assert out.count(f'SIGTERM received: saved {stop_ckpt}') == 1  # rank 0
-    with open(osp.join(work, 'last_checkpoint')) as f:
-        assert f.read() == stop_ckpt
-    assert not osp.exists(osp.join(work, LOCK_NAME))
-    before = _ranked_losses(losses)
-    assert sorted(before) == sorted(
-        (r, s) for r in (0, 1) for s in range(1, stop_at + 1))
+    _check_same(read_losses(losses, by_rank=True), reference, 1, stop_at)
 
-    resumed_losses = str(tmp_path / 'resumed.txt')
-    cmd, env = dist(work, resumed_losses, '--resume')
-    resumed = subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=repo_root,
-        timeout=400)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    after = _ranked_losses(resumed_losses)
-    assert sorted(after) == sorted(
-        (r, s) for r in (0, 1) for s in range(stop_at + 1, iters + 1))
-    for key, loss in after.items():
-        assert loss == reference[key], (key, loss, reference[key])
-
-
-def _ranked_losses(path: str) -> dict:
-    """(rank, iteration) -> loss."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            rank, step, value = line.split()
-            out[int(rank), int(step)] = float.fromhex(value)
-    return out
+    resumed = str(tmp_path / 'resumed.txt')
+    run_train(
+        config,
+        work,
+        probe_env(subprocess_env, losses=resumed),
+        repo_root,
+        '--resume',
+        procs=2)
+    after = read_losses(resumed, by_rank=True)
+    assert {rank for rank, _ in after} == {0, 1}
+    _check_same(after, reference, stop_at + 1, iters)
 
 
 @pytest.mark.timeout(300)
@@ -312,7 +224,7 @@ def test_signal_before_the_first_iteration_saves_nothing(
     work = str(tmp_path / 'run')
     losses = str(tmp_path / 'losses.txt')
     proc = subprocess.run(
-        [sys.executable, 'tools/train.py', config, '--work-dir', work],
+        train_command(config, work),
         capture_output=True,
         text=True,
         env=probe_env(

@@ -13,36 +13,27 @@
 import glob
 import os
 import os.path as osp
-import signal
 import socket
 import subprocess
-import sys
-import time
 
 import pytest
-from tiny_cls import probe_env, write_tiny_cls_config
+from tiny_cls import (paused_run, probe_env, resume, tiny_imagenet,
+                      train_command, write_tiny_cls_config)
 
-from mmlocat.testing import generate
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
 
 @pytest.fixture(scope='module')
 def config(tmp_path_factory, repo_root) -> str:
     tmp = tmp_path_factory.mktemp('guards')
-    root = generate(
-        'imagenet',
-        str(tmp / 'data'),
-        num_train=2,
-        num_val=1,
-        img_size=(40, 40),
-        seed=0)['data_root']
+    root = tiny_imagenet(str(tmp / 'data'))
     return write_tiny_cls_config(
         str(tmp / 'tiny.py'), repo_root, root, iters=2, batch_size=4)
 
 
 def _train(config, work, env, cwd, *extra, timeout=300):
     return subprocess.run(
-        [sys.executable, 'tools/train.py', config, '--work-dir', work, *extra],
+        train_command(config, work, *extra),
         capture_output=True,
         text=True,
         env=probe_env(env),
@@ -59,25 +50,13 @@ def test_second_run_into_a_live_run_is_refused(config, tmp_path, repo_root,
                                                subprocess_env):
     work = str(tmp_path / 'work')
     losses = str(tmp_path / 'losses.txt')
-    first = subprocess.Popen(
-        [sys.executable, 'tools/train.py', config, '--work-dir', work],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=probe_env(subprocess_env, losses=losses, pause_at=1),
-        cwd=repo_root,
-        start_new_session=True)
-    try:
-        deadline = time.time() + 300
-        while not osp.exists(losses + '.paused'):
-            assert first.poll() is None, first.communicate()[1][-3000:]
-            assert time.time() < deadline, 'the run never reached the pause'
-            time.sleep(0.1)
+    env = probe_env(subprocess_env, losses=losses, pause_at=1)
+    with paused_run(train_command(config, work), env, repo_root,
+                    losses) as first:
         assert osp.isfile(osp.join(work, LOCK_NAME))
         before = sorted(os.listdir(work))
         for extra in ((), ('--resume', )):
-            second = _train(config, work, subprocess_env,
-                            repo_root, *extra)
+            second = _train(config, work, subprocess_env, repo_root, *extra)
             assert second.returncode == 2, second.stderr[-3000:]
             line = _last_line(second.stderr)
             assert line.startswith(
@@ -87,12 +66,7 @@ def test_second_run_into_a_live_run_is_refused(config, tmp_path, repo_root,
             assert f'--work-dir {work}' in line  # the first run's command
             assert 'use another --work-dir, or wait for that run' in line
             assert sorted(os.listdir(work)) == before  # nothing touched
-        open(losses + '.go', 'w').close()
-        _, err = first.communicate(timeout=300)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.communicate()
+        _, err = resume(first, losses)
     assert first.returncode == 0, err[-3000:]
     assert not osp.exists(osp.join(work, LOCK_NAME))
 
@@ -102,8 +76,7 @@ def test_resume_path_that_does_not_exist_fails_first(config, tmp_path,
                                                      subprocess_env):
     work = str(tmp_path / 'work')
     missing = str(tmp_path / 'nothing.pth')
-    proc = _train(config, work, subprocess_env, repo_root, '--resume',
-                  missing)
+    proc = _train(config, work, subprocess_env, repo_root, '--resume', missing)
     assert proc.returncode == 2
     assert _last_line(proc.stderr) == (
         f'train.py: error: --resume: checkpoint not found: {missing}')
@@ -132,8 +105,7 @@ def test_resume_path_that_does_not_exist_fails_first(config, tmp_path,
 def test_resume_without_checkpoint_and_overwrite_warn_up_front(
         config, tmp_path, repo_root, subprocess_env):
     work = str(tmp_path / 'work')
-    proc = _train(config, work, subprocess_env, repo_root,
-                  '--resume')
+    proc = _train(config, work, subprocess_env, repo_root, '--resume')
     assert proc.returncode == 0, proc.stderr[-3000:]
     warning = (f'--resume: no checkpoint to resume from in {work} (no '
                'last_checkpoint file): training starts from the beginning')

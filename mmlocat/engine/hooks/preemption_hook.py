@@ -35,7 +35,7 @@ __all__ = ['PreemptionHook']
 REQUEUE_TIMEOUT = 60
 
 # What children forked while a PreemptionHook is installed get: DataLoader
-# workers block its signals, other children get the previous dispositions.
+# workers are guarded, other children get the previous dispositions.
 _fork_policy: Dict[str, object] = dict(signals=(), previous={})
 _DATALOADER_FILE = 'torch/utils/data/dataloader.py'
 
