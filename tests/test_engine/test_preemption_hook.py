@@ -49,8 +49,7 @@ def usr1_recorder():
 
 
 def test_signal_is_recorded_then_handed_back_outside_training(usr1_recorder):
-    hook = PreemptionHook(
-        signals=('SIGUSR1', ), requeue_signals=('SIGUSR1', ))
+    hook = PreemptionHook(signals=('SIGUSR1', ), requeue_signals=('SIGUSR1', ))
     os.kill(os.getpid(), signal.SIGUSR1)
     assert _wait_for(lambda: hook.received == signal.SIGUSR1)
     assert usr1_recorder == []  # recorded only

@@ -15,10 +15,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from mmlocat.utils.checkpoint_io import (CheckpointWriteError,
-                                         read_state_dict, run_cli,
-                                         save_checkpoint, save_converted,
-                                         sniff_checkpoint, write_atomic)
+from mmlocat.utils.checkpoint_io import (CheckpointWriteError, read_state_dict,
+                                         run_cli, save_checkpoint,
+                                         save_converted, sniff_checkpoint,
+                                         write_atomic)
 
 CONVERTERS = ('locat2mmlocat', 'last_vit2mmlocat', 'clip2mmlocat',
               'eva02_clip2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')

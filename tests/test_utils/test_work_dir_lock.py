@@ -90,9 +90,9 @@ def test_other_host_is_never_guessed(tmp_path):
     path = _write_lock(str(tmp_path), host='node-7', pid=_dead_pid())
     with pytest.raises(WorkDirBusyError) as info:
         WorkDirLock(str(tmp_path)).acquire()
-    assert 'pid' in str(info.value) and 'on host node-7' in str(info.value)
-    assert str(info.value).endswith(
-        f'If that run is known to be gone, delete {path}')
+    message = str(info.value)
+    assert 'pid' in message and 'on host node-7' in message
+    assert message.endswith(f'If that run is known to be gone, delete {path}')
 
 
 def test_unreadable_lock_is_never_guessed(tmp_path):
