@@ -66,7 +66,7 @@ def _guard_worker(signals: tuple) -> None:
     when the main process shuts its dataloader down.
     """
     parent = os.getppid()
-    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # already, by the fork
 
     def consume() -> None:
         while True:
@@ -78,22 +78,42 @@ def _guard_worker(signals: tuple) -> None:
         target=consume, name='mmlocat-preemption-guard', daemon=True).start()
 
 
+def _before_fork() -> None:
+    """Hold the hook's signals back across the fork: in the child they
+    wait until its handlers are what they should be (below)."""
+    signals = _fork_policy['signals']
+    if signals:
+        _fork_policy['mask'] = signal.pthread_sigmask(signal.SIG_BLOCK,
+                                                      signals)
+
+
+def _after_fork_in_parent() -> None:
+    mask = _fork_policy.pop('mask', None)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _after_fork_in_child() -> None:
     """A DataLoader worker is guarded (:func:`_guard_worker`); any other
     forked child (a multiprocessing pool) gets the handlers it would have
-    had without the hook."""
+    had without the hook, and then a signal that arrived meanwhile."""
+    mask = _fork_policy.pop('mask', None)
     signals = _fork_policy['signals']
-    if not signals:
+    if not signals or mask is None:
         return
     if _forked_by_dataloader() and hasattr(signal, 'sigwaitinfo'):
         _guard_worker(signals)
         return
     for signum, previous in _fork_policy['previous'].items():
         signal.signal(signum, previous)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child)
 
 
 def _signal_number(name) -> signal.Signals:
