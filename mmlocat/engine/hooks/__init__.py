@@ -1,10 +1,13 @@
+from .checkpoint_hook import AtomicCheckpointHook, AtomicLocalBackend
 from .gaug_stats_hook import GAugStatsHook
 from .ov_label_space_hook import OVLabelSpaceHook
+from .preemption_hook import PreemptionHook
 from .rng_state_hook import RNGStateHook
 from .skipped_files_hook import SkippedFilesHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
 __all__ = [
-    'GAugStatsHook', 'OVLabelSpaceHook', 'RNGStateHook', 'SkippedFilesHook',
+    'AtomicCheckpointHook', 'AtomicLocalBackend', 'GAugStatsHook',
+    'OVLabelSpaceHook', 'PreemptionHook', 'RNGStateHook', 'SkippedFilesHook',
     'ZeroShotClassCheckHook'
 ]
