@@ -110,6 +110,8 @@ def make_training_resumable(cfg: Config) -> None:
     * :class:`mmlocat.engine.RNGStateHook` (random state in checkpoints);
     * :class:`mmlocat.engine.PreemptionHook` (SIGTERM / SIGUSR1 save a
       checkpoint at the next iteration, then exit; slurm requeue);
+    * :class:`mmlocat.engine.SchedulerStateHook` (scheduler states that
+      weights-only loading reads: OneCycle's annealing function by name);
     * ``default_hooks.checkpoint``: mmengine's ``CheckpointHook`` becomes
       :class:`mmlocat.engine.AtomicCheckpointHook` (same arguments;
       complete-or-absent files, ``last_checkpoint`` only after);
@@ -121,6 +123,7 @@ def make_training_resumable(cfg: Config) -> None:
     """
     add_rng_state_hook(cfg)
     _add_custom_hook(cfg, 'PreemptionHook')
+    _add_custom_hook(cfg, 'SchedulerStateHook')
     checkpoint = (cfg.get('default_hooks', None) or {}).get('checkpoint')
     if checkpoint is not None and checkpoint.get(
             'type', None) in _PLAIN_CHECKPOINT_HOOK:
