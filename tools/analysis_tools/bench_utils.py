@@ -15,7 +15,9 @@ measurement. Peak memory is
   peaks (a transient N x N bias) are counted, which sampling would miss.
 
 A job is a dict: ``model`` ('vit': LocAtViT with ``gaug=False, prr=False``,
-the plain ViT twin; 'locat'), ``impl`` (the GAug kernel), ``mode`` ('infer':
+the plain ViT twin; 'locat'; or 'config': the mmlocat backbone config
+given as ``backbone``, e.g. ``dict(type='mmlocat.CLIPViT', arch='l',
+with_cp=True)``), ``impl`` (the GAug kernel), ``mode`` ('infer':
 forward under ``torch.no_grad`` in eval mode; 'train': forward + backward
 in train mode), ``arch`` (an alias or an arch dict), ``size``, ``batch``,
 ``iters``, ``warmup``, ``device``, ``amp``, ``amp_dtype`` ('fp16' or
@@ -50,12 +52,17 @@ def run_job(job: dict) -> dict:
     device = torch.device(job['device'])
     locat = job['model'] == 'locat'
     train = job['mode'] == 'train'
-    model = LocAtViT(
-        job['arch'],
-        img_size=job['size'],
-        gaug=locat,
-        prr=locat,
-        gaug_cfg=dict(impl=job.get('impl', 'auto'))).to(device)
+    if job['model'] == 'config':
+        import mmlocat  # noqa: F401  (registers the mmlocat scope)
+        from mmlocat.registry import MODELS
+        model = MODELS.build(job['backbone']).to(device)
+    else:
+        model = LocAtViT(
+            job['arch'],
+            img_size=job['size'],
+            gaug=locat,
+            prr=locat,
+            gaug_cfg=dict(impl=job.get('impl', 'auto'))).to(device)
     model.train(train)
     x = torch.randn(job['batch'], 3, job['size'], job['size'], device=device)
     amp_dtype = dict(
