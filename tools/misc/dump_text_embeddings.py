@@ -52,7 +52,7 @@ from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument('--ann-file', help='COCO/LVIS-format annotation json')
@@ -96,7 +96,16 @@ def parse_args():
         'filling (default with --imagenet)')
     parser.add_argument('--device', default='cpu')
     parser.add_argument('out', help='output .npy path')
-    return parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def resolve_prompt_defaults(args: argparse.Namespace) -> None:
+    """Templates and prompt style not given: open_clip's ImageNet protocol
+    (the 80 OpenAI templates, plain) with ``--imagenet``, else F-ViT's."""
+    if args.templates is None:
+        args.templates = 'imagenet80' if args.imagenet else 'fvit'
+    if args.prompt_style is None:
+        args.prompt_style = 'plain' if args.imagenet else 'fvit'
 
 
 def main():
@@ -114,10 +123,7 @@ def main():
     else:
         names = read_class_names(args.names)
     imagenet = bool(args.imagenet)
-    if args.templates is None:
-        args.templates = 'imagenet80' if imagenet else 'fvit'
-    if args.prompt_style is None:
-        args.prompt_style = 'plain' if imagenet else 'fvit'
+    resolve_prompt_defaults(args)
     model_name = args.model
     if args.model_config:
         model_name = register_model_config(args.model_config)
