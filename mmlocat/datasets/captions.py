@@ -190,8 +190,9 @@ class CocoCaptionDataset(BaseCaptionDataset):
     def _drop_excluded(self, files: Dict[int, str]) -> Dict[int, str]:
         if self._excluded is None:
             return files
-        where = (self.exclude_ids if isinstance(self.exclude_ids, str) else
-                 f'exclude_ids ({len(self._excluded)} ids)')
+        where = (
+            self.exclude_ids if isinstance(self.exclude_ids, str) else
+            f'exclude_ids ({len(self._excluded)} ids)')
         hit = self._excluded & set(files)
         if not hit:
             raise ValueError(

@@ -18,8 +18,8 @@ RECIPES = {
     ('mmlocat.CLIPViT', 'ViT-B-16-quickgelu', 'fvit_last-b16'),
     'clip_last-l14_8xb64_cc3m':
     ('mmlocat.CLIPViT', 'ViT-L-14-quickgelu', 'fvit_last-l14'),
-    'clip_last-eva02-b16_8xb64_cc3m':
-    ('mmlocat.EVA02CLIPViT', 'EVA02-B-16', 'fvit_last-eva02-clip-b16'),
+    'clip_last-eva02-b16_8xb64_cc3m': ('mmlocat.EVA02CLIPViT', 'EVA02-B-16',
+                                       'fvit_last-eva02-clip-b16'),
     'clip_last-eva02-l14-336_8xb64_cc3m':
     ('mmlocat.EVA02CLIPViT', 'EVA02-L-14-336', 'fvit_last-eva02-clip-l14-336'),
     'clip_last-b16_8xb64_coco-caption-no-lvis-val':
@@ -49,9 +49,8 @@ def test_recipe_and_cls_twin(repo_root, name):
     # open_clip's fine-tuning: the pretrained scale, clamped after the step
     assert cfg.model.init_logit_scale == 'pretrained'
     assert cfg.model.max_logit_scale == 100.
-    assert [h.type for h in cfg.custom_hooks] == [
-        'mmlocat.LogitScaleClampHook', 'mmlocat.CLIPProvenanceHook'
-    ]
+    assert [h.type for h in cfg.custom_hooks
+            ] == ['mmlocat.LogitScaleClampHook', 'mmlocat.CLIPProvenanceHook']
     assert cfg.model.loss.gather_with_grad is True
     # open_clip's AdamW defaults for ViTs, no decay on gains / biases / scale
     opt = cfg.optim_wrapper.optimizer
@@ -141,10 +140,42 @@ def test_readme_makes_every_checkpoint_the_ov_configs_name(repo_root):
             run = name.replace('clip_last-', f'clip_{pooling}-')
             for task in ('ov-coco', 'ov-lvis'):
                 ov_cfg = Config.fromfile(
-                    osp.join(repo_root, 'configs/ovd',
-                             f'{ov.replace("_last-", f"_{pooling}-")}_'
-                             f'{task}.py'))
+                    osp.join(
+                        repo_root, 'configs/ovd',
+                        f'{ov.replace("_last-", f"_{pooling}-")}_'
+                        f'{task}.py'))
                 target = ov_cfg.model.backbone.init_cfg.checkpoint
                 line = (f'python tools/model_converters/lastclip2mmlocat.py '
                         f'work_dirs/{run}/iter_{last_iter}.pth {target}')
                 assert line in readme, line
+
+
+def test_readme_tsv_snippet_reads_a_tsv(repo_root, tmp_path):
+    """The README's TSV override of the shipped recipe (open_clip's
+    ``filepath`` / ``title`` columns) reads a generated TSV."""
+    import re
+
+    from mmlocat.registry import DATASETS
+    from mmlocat.testing import generate
+    with open(osp.join(repo_root, 'configs/last/README.md')) as f:
+        readme = f.read()
+    section = readme[readme.index('A CC3M-style TSV'):]
+    snippet = re.search(r'```python\n(.*?)```', section, re.S).group(1)
+    assert "type='mmlocat.TsvCaptionDataset'" in snippet
+    paths = generate('captions', str(tmp_path / 'cap'), 4, 2, (32, 32))
+    root = paths['data_root']
+    with open(osp.join(root, paths['train_tsv'])) as f:
+        body = f.read()
+    with open(osp.join(root, 'cc3m_train.tsv'), 'w') as f:
+        f.write('filepath\ttitle\n' + body)
+    shipped = osp.join(repo_root, 'configs/last/clip_last-b16_8xb64_cc3m.py')
+    config = tmp_path / 'tsv.py'
+    config.write_text(f'_base_ = {shipped!r}\n{snippet}')
+    cfg = Config.fromfile(str(config))
+    cfg.train_dataloader.dataset.data_root = root
+    init_default_scope('mmpretrain')
+    data = DATASETS.build(cfg.train_dataloader.dataset)
+    assert len(data) == 8  # 4 images x 2 captions
+    item = data[0]
+    assert item['inputs'].shape == (3, 224, 224)
+    assert item['data_samples'].text_tokens.shape == (77, )

@@ -63,8 +63,8 @@ def test_cls_twins_differ_only_in_checkpoint(repo_root, last, cls):
         _load(repo_root, cls).to_dict())
     key = 'model.backbone.init_cfg.checkpoint.'
     assert set(changed) == {key}
-    assert changed[key][1] == changed[key][0].replace(
-        'checkpoints/last-', 'checkpoints/cls-')
+    assert changed[key][1] == changed[key][0].replace('checkpoints/last-',
+                                                      'checkpoints/cls-')
 
 
 def test_ov_coco_settings(repo_root):

@@ -5,25 +5,11 @@ import logging
 
 import pytest
 from mmengine.logging import MMLogger
+# the generated captions and the COCO reader of the caption tests
+from test_captions import _coco, captions  # noqa: F401
 
 import mmlocat  # noqa: F401
-from mmlocat.datasets import CocoCaptionDataset
 from mmlocat.datasets.captions import read_image_ids
-from mmlocat.testing import generate
-
-
-@pytest.fixture(scope='module')
-def captions(tmp_path_factory):
-    return generate('captions', str(tmp_path_factory.mktemp('cap')), 6, 3,
-                    (32, 32))
-
-
-def _coco(paths, **kwargs):
-    return CocoCaptionDataset(
-        data_root=paths['data_root'],
-        ann_file=paths['train_ann_file'],
-        data_prefix=dict(img_path=paths['train_prefix']),
-        **kwargs)
 
 
 def _logged(fn):
@@ -65,8 +51,8 @@ def test_excluded_images_are_dropped_and_counted(captions, tmp_path):
     txt = tmp_path / 'ids.txt'
     txt.write_text('1\n\n4\n')
     for spec in ([1, 4], str(txt)):
-        assert {i['img_path'] for i in _coco(captions, exclude_ids=spec)
-                } == kept
+        assert {i['img_path']
+                for i in _coco(captions, exclude_ids=spec)} == kept
 
 
 def test_a_list_that_matches_nothing_is_an_error(captions, tmp_path):

@@ -16,15 +16,11 @@ from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401
 from mmlocat.testing import generate
+from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
 from mmlocat.utils.provenance import file_sha256
 
 EMBED = 16
-MODEL_CFG = dict(
-    embed_dim=EMBED,
-    vision_cfg=dict(
-        image_size=32, layers=1, width=32, patch_size=16, head_width=16),
-    text_cfg=dict(
-        context_length=77, vocab_size=49408, width=32, heads=2, layers=1))
+MODEL_CFG = tiny_open_clip_cfg(embed_dim=EMBED, text_layers=1)
 
 
 def _runner(tmp_path, weights, paths, iters=3):
@@ -122,8 +118,9 @@ def test_scale_from_the_checkpoint_clamped_after_each_step(tmp_path):
 def test_hooks_need_a_contrastive_model(tmp_path):
     from mmlocat.engine.hooks import CLIPProvenanceHook, LogitScaleClampHook
     runner = Runner(
-        model=dict(type='mmpretrain.ImageClassifier', backbone=dict(
-            type='mmpretrain.ResNet', depth=18)),
+        model=dict(
+            type='mmpretrain.ImageClassifier',
+            backbone=dict(type='mmpretrain.ResNet', depth=18)),
         work_dir=str(tmp_path),
         default_scope='mmpretrain')
     with pytest.raises(TypeError, match='needs a CLIPContrastive model'):

@@ -7,10 +7,8 @@ The references are open_clip's own: ``IMAGENET_CLASSNAMES``,
 CLIP saved as a user's weights file (registered as an open_clip model
 config, as ``--model-config`` does).
 """
-import importlib.util
 import json
 import math
-import os.path as osp
 import sys
 
 import numpy as np
@@ -23,24 +21,15 @@ from mmlocat.datasets.imagenet_class_names import (
 from mmlocat.datasets.text_embeddings import (TEMPLATE_SETS,
                                               load_text_embeddings,
                                               plain_prompts)
+from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
 from mmlocat.utils.provenance import file_sha256
 
-MODEL_CFG = dict(
-    embed_dim=8,
-    vision_cfg=dict(
-        image_size=16, layers=1, width=8, head_width=8, patch_size=16),
-    text_cfg=dict(
-        context_length=77, vocab_size=49408, width=16, heads=2, layers=1))
+MODEL_CFG = tiny_open_clip_cfg(
+    embed_dim=8, text_width=16, text_layers=1, width=8, head_width=8)
 # classes of ImageNet whose open_clip name is listed twice, and neighbours
 SUBSET = [0, 1, 657, 744, 836, 837, 999]
 
-
-def _tool(repo_root):
-    path = osp.join(repo_root, 'tools/misc/dump_text_embeddings.py')
-    spec = importlib.util.spec_from_file_location('dump_imagenet', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+TOOL = 'tools/misc/dump_text_embeddings.py'
 
 
 @pytest.fixture(scope='module')
@@ -98,8 +87,8 @@ def test_listed_embeddings_are_open_clips_classifier(tiny):
         emb, _reference(model, names), atol=2e-6, rtol=0)
 
 
-def test_imagenet_defaults_to_open_clips_protocol(repo_root):
-    tool = _tool(repo_root)
+def test_imagenet_defaults_to_open_clips_protocol(load_tool):
+    tool = load_tool(TOOL, 'dump_imagenet')
     args = tool.parse_args(['--imagenet', '--pretrained', 'w.pt', 'x.npy'])
     assert args.imagenet == 'open_clip'
     tool.resolve_prompt_defaults(args)
@@ -116,8 +105,7 @@ def test_imagenet_defaults_to_open_clips_protocol(repo_root):
             args.prompt_style) == ('wordnet', 'clip', 'plain')
 
 
-def test_tool_writes_the_imagenet_file(tiny, tmp_path, repo_root,
-                                       monkeypatch):
+def test_tool_writes_the_imagenet_file(tiny, tmp_path, load_tool, monkeypatch):
     """``--imagenet``: open_clip's 1,000 names, one row each (a name listed
     twice gets the same row); one template keeps it fast (the 80 of the
     default are checked above, per class)."""
@@ -127,7 +115,7 @@ def test_tool_writes_the_imagenet_file(tiny, tmp_path, repo_root,
         'dump', '--imagenet', '--templates', 'single', '--model-config',
         config, '--pretrained', weights, out
     ])
-    _tool(repo_root).main()
+    load_tool(TOOL, 'dump_imagenet').main()
     emb, bg, rows = load_text_embeddings(out, imagenet_class_names())
     assert bg is None and emb.shape == (1000, 8)
     np.testing.assert_array_equal(emb[657], emb[744])  # 'missile' twice
@@ -173,23 +161,20 @@ def test_zero_shot_accuracy_is_open_clips_with_ties(tmp_path):
         torch.randn(classes, 6, generator=gen), dim=-1)
     text[5] = text[3]  # the same name twice
     names = [f'c{i}' for i in range(classes)]
-    path = save_text_embeddings(str(tmp_path / 'zs.npy'), text.numpy(),
-                                names)
+    path = save_text_embeddings(str(tmp_path / 'zs.npy'), text.numpy(), names)
     images = torch.nn.functional.normalize(
         torch.randn(40, 6, generator=gen), dim=-1)
     images[:10] = text[3] + 0.01 * images[:10]  # near the tied classes
     labels = torch.randint(0, classes, (40, ), generator=gen)
     labels[:10] = torch.tensor([3, 5] * 5)
-    metric = ZeroShotAccuracy(
-        embeddings=path, class_names=names, topk=(1, 5))
+    metric = ZeroShotAccuracy(embeddings=path, class_names=names, topk=(1, 5))
     metric.process(None, [
         dict(image_embedding=i, gt_label=torch.tensor([y]))
         for i, y in zip(images, labels)
     ])
     out = metric.compute_metrics(metric.results)
     top1, top5 = _open_clip_accuracy(
-        100. * images @ torch.from_numpy(
-            load_text_embeddings(path)[0]).T,
+        100. * images @ torch.from_numpy(load_text_embeddings(path)[0]).T,
         labels,
         topk=(1, 5))
     assert out == {
@@ -222,7 +207,7 @@ def _exported_text_tower(tmp_path, model, model_name):
     return path, tuned
 
 
-def test_trained_text_tower_file(tiny, tmp_path, repo_root, monkeypatch):
+def test_trained_text_tower_file(tiny, tmp_path, load_tool, monkeypatch):
     """The tuned text tower file (no image keys) is read into open_clip's
     text tower: the tool's embeddings are its encode_text's, and the
     sidecar names the file (what the exported backbone records)."""
@@ -236,7 +221,7 @@ def test_trained_text_tower_file(tiny, tmp_path, repo_root, monkeypatch):
         str(names), '--model-config', config, '--pretrained', path,
         '--templates', 'single', '--prompt-style', 'plain', out
     ])
-    _tool(repo_root).main()
+    load_tool(TOOL, 'dump_imagenet').main()
     emb, _, rows = load_text_embeddings(out)
     tokenizer = open_clip.get_tokenizer('ViT-B-16')
     with torch.no_grad():
@@ -251,6 +236,7 @@ def test_trained_text_tower_file(tiny, tmp_path, repo_root, monkeypatch):
                                 file_sha256(path))
     # a tower trained as another open_clip model is refused
     from mmlocat.apis.vocabulary import open_clip_encoder
-    with pytest.raises(ValueError, match="model 'tiny-zs-clip', not "
-                       "'ViT-B-16'"):
+    with pytest.raises(
+            ValueError, match="model 'tiny-zs-clip', not "
+            "'ViT-B-16'"):
         open_clip_encoder('ViT-B-16', path)

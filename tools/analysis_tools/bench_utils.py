@@ -38,7 +38,7 @@ from contextlib import nullcontext
 from functools import partial
 from typing import List
 
-__all__ = ['measure', 'run_job']
+__all__ = ['measure', 'run_job', 'add_step_args']
 
 
 def run_job(job: dict) -> dict:
@@ -118,6 +118,17 @@ def run_job(job: dict) -> dict:
         ms_min=1e3 * min(times),
         peak_mb=peak / 2**20,
         impl=used)
+
+
+def add_step_args(parser, batch: int, iters: int) -> None:
+    """The options of a measured step the benchmarks share: ``--batch``,
+    ``--iters``, ``--warmup``, ``--device``, ``--amp``."""
+    parser.add_argument('--batch', type=int, default=batch)
+    parser.add_argument('--iters', type=int, default=iters)
+    parser.add_argument('--warmup', type=int, default=1)
+    parser.add_argument('--device', default='cpu')
+    parser.add_argument(
+        '--amp', action='store_true', help='autocast (fp16 CUDA, bf16 CPU)')
 
 
 def measure(job: dict) -> dict:

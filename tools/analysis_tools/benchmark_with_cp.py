@@ -15,7 +15,7 @@ Example (the numbers of configs/last/README.md)::
 """
 import argparse
 
-from bench_utils import measure
+from bench_utils import add_step_args, measure
 
 BACKBONES = ('LocAtViT', 'LaStViT', 'CLIPViT', 'EVA02CLIPViT')
 
@@ -45,14 +45,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--arch', default='b', help="arch alias ('b', 'l')")
     parser.add_argument('--patch-size', type=int, default=16)
     parser.add_argument('--size', type=int, default=224)
-    parser.add_argument('--batch', type=int, default=4)
-    parser.add_argument('--iters', type=int, default=1)
-    parser.add_argument('--warmup', type=int, default=1)
-    parser.add_argument('--device', default='cpu')
+    add_step_args(parser, batch=4, iters=1)
     parser.add_argument(
         '--threads', type=int, default=0, help='torch threads (0: default)')
-    parser.add_argument(
-        '--amp', action='store_true', help='autocast (fp16 CUDA, bf16 CPU)')
     return parser.parse_args()
 
 
@@ -78,12 +73,13 @@ def main() -> None:
             device=args.device,
             amp=args.amp,
             threads=args.threads)
-        plain, ckpt = (measure(
-            dict(
-                job,
-                backbone=backbone_cfg(name, args.arch, args.size,
-                                      args.patch_size, cp)))
-                       for cp in (False, True))
+        plain, ckpt = (
+            measure(
+                dict(
+                    job,
+                    backbone=backbone_cfg(name, args.arch, args.size,
+                                          args.patch_size, cp)))
+            for cp in (False, True))
         if 'error' in plain or 'error' in ckpt:
             print(f'{name:>13} | failed: '
                   f'{plain.get("error") or ckpt["error"]}')

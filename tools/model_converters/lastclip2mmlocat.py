@@ -21,8 +21,7 @@ import argparse
 import os
 import os.path as osp
 
-from mmlocat.models.clip.export import (export_image_tower,
-                                        export_text_tower,
+from mmlocat.models.clip.export import (export_image_tower, export_text_tower,
                                         load_training_checkpoint,
                                         text_is_trained)
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint

@@ -27,10 +27,9 @@ from typing import List, Sequence, Tuple, Union
 import numpy as np
 import torch
 from mmengine.model import ModuleList
-from torch import nn
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
-from torch import Tensor
+from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .vit_checks import (StrictPretrainedMixin, check_input_batch,

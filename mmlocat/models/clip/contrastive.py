@@ -185,8 +185,8 @@ class CLIPContrastive(BaseModel):
                     'no weights; give the open_clip / OpenAI checkpoint, or '
                     'a number (CLIP from scratch: log(1/0.07) = 2.6593)')
             return float('nan')
-        if isinstance(init_logit_scale, str) or not math.isfinite(
-                init_logit_scale):
+        if isinstance(init_logit_scale,
+                      str) or not math.isfinite(init_logit_scale):
             raise ValueError(f'init_logit_scale must be {PRETRAINED_SCALE!r} '
                              f'or a finite number, got {init_logit_scale!r}')
         if not self._within_clamp(init_logit_scale, max_logit_scale):

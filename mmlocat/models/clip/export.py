@@ -120,8 +120,11 @@ def export_text_tower(checkpoint: Dict,
     info = dict(
         model_name=encoder.get('model_name'),
         source=_source(checkpoint, source))
-    if encoder.get('model_cfg') is not None:
-        info['model_cfg'] = copy.deepcopy(encoder.get('model_cfg'))
+    model_cfg = encoder.get('model_cfg')
+    if model_cfg is not None:
+        # plain types: the file is read with torch's weights-only loader
+        info['model_cfg'] = model_cfg.to_dict() if hasattr(
+            model_cfg, 'to_dict') else copy.deepcopy(dict(model_cfg))
     return text, {TEXT_TOWER_KEY: info}
 
 

@@ -17,14 +17,10 @@ from mmpretrain.structures import DataSample
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import CLIPContrastive, OpenCLIPTextTower
+from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
 
 EMBED = 16
-MODEL_CFG = dict(
-    embed_dim=EMBED,
-    vision_cfg=dict(
-        image_size=32, layers=1, width=32, patch_size=16, head_width=16),
-    text_cfg=dict(
-        context_length=12, vocab_size=49408, width=32, heads=2, layers=2))
+MODEL_CFG = tiny_open_clip_cfg(embed_dim=EMBED, context_length=12)
 TOWER = dict(
     type='mmlocat.CLIPViT',
     arch=dict(
@@ -298,8 +294,7 @@ def test_towers_of_the_same_clip_are_recorded(tmp_path):
     weights = _open_clip_file(tmp_path)
     init = _image_init(tmp_path,
                        dict(clip_provenance('tiny-clip', weights), act='gelu'))
-    model = _pretrained(
-        weights, image_encoder=_with_init(init)).eval()
+    model = _pretrained(weights, image_encoder=_with_init(init)).eval()
     model.init_weights()
     sha = file_sha256(weights)
     assert model.clip_provenance == dict(
@@ -317,8 +312,10 @@ def test_another_clip_or_no_record_is_a_build_error(tmp_path):
     other = _open_clip_file(tmp_path, 'other.pt', seed=1)
     from mmlocat.utils.provenance import clip_provenance
     init = _image_init(tmp_path, clip_provenance('tiny-clip', other))
-    with pytest.raises(ValueError, match=r"sha256 .* but the image tower's "
-                       r'init checkpoint .*init\.pth'):
+    with pytest.raises(
+            ValueError,
+            match=r"sha256 .* but the image tower's "
+            r'init checkpoint .*init\.pth'):
         _pretrained(weights, image_encoder=_with_init(init))
     # another open_clip model name for the same file
     named = _image_init(tmp_path, clip_provenance('ViT-B-16', weights),
@@ -328,10 +325,7 @@ def test_another_clip_or_no_record_is_a_build_error(tmp_path):
         with pytest.raises(ValueError, match="name 'ViT-B-16-quickgelu'"):
             CLIPContrastive(
                 image_encoder=dict(
-                    _with_init(named),
-                    arch='b',
-                    img_size=224,
-                    patch_size=16),
+                    _with_init(named), arch='b', img_size=224, patch_size=16),
                 text_encoder=text)
     bare = _image_init(tmp_path, None, 'bare.pth')
     with pytest.raises(ValueError, match="records no CLIP"):

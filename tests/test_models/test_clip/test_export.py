@@ -6,8 +6,8 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmlocat.models.clip.export import (export_image_tower,
-                                        export_text_tower, text_is_trained)
+from mmlocat.models.clip.export import (export_image_tower, export_text_tower,
+                                        text_is_trained)
 from mmlocat.utils.provenance import file_sha256
 
 TRAINED = dict(
@@ -73,6 +73,16 @@ def test_trained_text_tower_is_written_and_recorded(tmp_path):
             model_name='ViT-B-16-quickgelu', source='lastclip:f00d'))
     path = str(tmp_path / 'text.pth')
     torch.save(dict(state_dict=text, meta=text_meta), path)
+    # a text tower given as an open_clip model config: plain types in the
+    # meta, so torch's weights-only loader reads the file
+    custom = dict(
+        model, text_encoder=dict(model_cfg=dict(embed_dim=2, text_cfg={})))
+    _, custom_meta = export_text_tower(_checkpoint(custom), 'x.pth')
+    assert custom_meta['open_clip_text']['model_cfg'] == dict(
+        embed_dim=2, text_cfg={})
+    torch.save(dict(state_dict=text, meta=custom_meta), path)
+    assert torch.load(path, weights_only=True)['meta'] == custom_meta
+    torch.save(dict(state_dict=text, meta=text_meta), path)
     _, meta = export_image_tower(ckpt, 'x.pth', text_file=path)
     assert meta['clip'] == dict(
         name='ViT-B-16-quickgelu',
@@ -108,8 +118,7 @@ def test_errors():
         export_image_tower(_checkpoint(run=run), 'x.pth')
     with pytest.raises(ValueError, match="--act gelu but the tower was"):
         export_image_tower(_checkpoint(), 'x.pth', act='gelu')
-    state, meta = export_image_tower(
-        _checkpoint(run=run), 'x.pth', act='gelu')
+    state, meta = export_image_tower(_checkpoint(run=run), 'x.pth', act='gelu')
     assert meta['clip']['act'] == 'gelu'
     empty = _checkpoint()
     empty['state_dict'] = {'logit_scale': torch.tensor(1.)}
