@@ -5,11 +5,19 @@ import logging
 
 import pytest
 from mmengine.logging import MMLogger
-# the generated captions and the COCO reader of the caption tests
-from test_captions import _coco, captions  # noqa: F401
+# the COCO reader of the caption tests
+from test_captions import _coco
 
 import mmlocat  # noqa: F401
 from mmlocat.datasets.captions import read_image_ids
+from mmlocat.testing import generate
+
+
+@pytest.fixture(scope='module')
+def coco(tmp_path_factory):
+    """6 captioned images (ids 0-5), 2 captions each."""
+    return generate('captions', str(tmp_path_factory.mktemp('exclude')), 6, 3,
+                    (32, 32))
 
 
 def _logged(fn):
@@ -36,11 +44,11 @@ def _lvis_val(path, ids):
     return str(path)
 
 
-def test_excluded_images_are_dropped_and_counted(captions, tmp_path):
-    full = _coco(captions, group_by_image=True)
+def test_excluded_images_are_dropped_and_counted(coco, tmp_path):
+    full = _coco(coco, group_by_image=True)
     names = [item['img_path'] for item in full]
     lvis = _lvis_val(tmp_path / 'lvis_v1_val.json', [1, 4, 999])
-    data, messages = _logged(lambda: _coco(captions, exclude_ids=lvis))
+    data, messages = _logged(lambda: _coco(coco, exclude_ids=lvis))
     kept = {item['img_path'] for item in data}
     assert kept == set(names) - {names[1], names[4]}
     assert len(data) == 2 * 4  # 2 captions per kept image
@@ -51,16 +59,15 @@ def test_excluded_images_are_dropped_and_counted(captions, tmp_path):
     txt = tmp_path / 'ids.txt'
     txt.write_text('1\n\n4\n')
     for spec in ([1, 4], str(txt)):
-        assert {i['img_path']
-                for i in _coco(captions, exclude_ids=spec)} == kept
+        assert {i['img_path'] for i in _coco(coco, exclude_ids=spec)} == kept
 
 
-def test_a_list_that_matches_nothing_is_an_error(captions, tmp_path):
+def test_a_list_that_matches_nothing_is_an_error(coco, tmp_path):
     lvis = _lvis_val(tmp_path / 'other.json', [1000, 1001])
     with pytest.raises(ValueError, match='other.json matches no image of'):
-        _coco(captions, exclude_ids=lvis)
+        _coco(coco, exclude_ids=lvis)
     with pytest.raises(ValueError, match=r'exclude_ids \(0 ids\) matches no'):
-        _coco(captions, exclude_ids=[])
+        _coco(coco, exclude_ids=[])
 
 
 def test_bad_id_lists(tmp_path):
