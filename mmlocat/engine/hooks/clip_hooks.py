@@ -24,12 +24,10 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
+from mmlocat.models.clip.export import PROVENANCE_KEY
 from mmlocat.registry import HOOKS
 
-__all__ = ['LogitScaleClampHook', 'CLIPProvenanceHook', 'PROVENANCE_KEY']
-
-#: ``checkpoint['meta']`` key of :class:`CLIPProvenanceHook`'s record.
-PROVENANCE_KEY = 'clip_provenance'
+__all__ = ['LogitScaleClampHook', 'CLIPProvenanceHook']
 
 
 def _contrastive_model(runner, hook: str):

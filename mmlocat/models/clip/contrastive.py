@@ -47,7 +47,7 @@ def _image_out_dims(encoder: nn.Module) -> int:
     return int(out if out is not None else encoder.embed_dims)
 
 
-def image_init_record(encoder_cfg: dict,
+def _image_init_record(encoder_cfg: dict,
                       required: bool = True) -> Tuple[Dict, Optional[str]]:
     """``(meta['clip'], checkpoint)`` of an image tower's initial weights.
 
@@ -207,7 +207,7 @@ class CLIPContrastive(BaseModel):
         """``{'text': ..., 'image': ...}``: the two towers' CLIP records,
         checked to be the same CLIP unless ``allow_mixed_clip``."""
         text = self.text_encoder.provenance()
-        image, checkpoint = image_init_record(
+        image, checkpoint = _image_init_record(
             image_encoder, required=not self.allow_mixed_clip)
         if checkpoint is not None:
             image['checkpoint'] = checkpoint

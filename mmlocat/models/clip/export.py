@@ -33,13 +33,13 @@ from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
 
 __all__ = [
     'export_image_tower', 'export_text_tower', 'text_is_trained',
-    'load_training_checkpoint', 'TEXT_TOWER_KEY'
+    'load_training_checkpoint', 'TEXT_TOWER_KEY', 'PROVENANCE_KEY'
 ]
 
 IMAGE_PREFIX = 'image_encoder.'
 TEXT_PREFIX = 'text_encoder.model.'
 #: ``meta`` key of the training run's CLIP records (CLIPProvenanceHook).
-RUN_KEY = 'clip_provenance'
+PROVENANCE_KEY = 'clip_provenance'
 #: ``meta`` key that marks an exported text tower file.
 TEXT_TOWER_KEY = 'open_clip_text'
 
@@ -63,10 +63,10 @@ def _training_config(meta: Dict, source: str) -> Config:
 
 
 def _run_records(meta: Dict, source: str) -> Dict:
-    records = meta.get(RUN_KEY)
+    records = meta.get(PROVENANCE_KEY)
     if not isinstance(records, dict) or 'text' not in records:
         raise ValueError(
-            f'{source} records no CLIP provenance (meta[{RUN_KEY!r}], '
+            f'{source} records no CLIP provenance (meta[{PROVENANCE_KEY!r}], '
             'written by mmlocat.CLIPProvenanceHook while training): the text '
             'tower it was trained against is unknown. Train with the '
             "configs/last/clip_* recipes (their custom_hooks hold it)")
