@@ -11,7 +11,8 @@ subprocess (``bench_utils.py``: the growth of the process's max RSS on CPU,
 Example (the numbers of configs/last/README.md)::
 
     OMP_NUM_THREADS=1 python tools/analysis_tools/benchmark_with_cp.py \
-        --arch l --patch-size 14 --size 224 --batch 4 --threads 1
+        --backbones CLIPViT EVA02CLIPViT --arch l --patch-size 14 \
+        --size 224 --batch 4 --threads 1
 """
 import argparse
 

@@ -85,8 +85,10 @@ class OpenCLIPTextTower(BaseModule):
             keys are loaded strictly by :meth:`init_weights` (missing or
             unexpected text keys raise). ``None`` keeps open_clip's random
             init.
-        lock: Freeze the text tower (LiT, https://arxiv.org/abs/2111.07991)
-            with open_clip's ``lock_text_tower``.
+        lock: Freeze the text tower with open_clip's ``lock_text_tower``
+            (``open_clip_train --lock-text``; LiT,
+            https://arxiv.org/abs/2111.07991, locks the image tower
+            instead).
         unlocked_layers: Last text blocks left trainable when ``lock``.
         init_cfg: mmengine init config (unused by default).
 
