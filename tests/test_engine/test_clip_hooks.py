@@ -16,7 +16,7 @@ from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401
 from mmlocat.testing import generate
-from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
+from mmlocat.testing.tiny_archs import tiny_open_clip_cfg, tiny_vit
 from mmlocat.utils.provenance import file_sha256
 
 EMBED = 16
@@ -35,12 +35,7 @@ def _runner(tmp_path, weights, paths, iters=3):
             type='mmlocat.CLIPContrastive',
             image_encoder=dict(
                 type='mmlocat.CLIPViT',
-                arch=dict(
-                    embed_dims=32,
-                    num_layers=1,
-                    num_heads=2,
-                    feedforward_channels=64,
-                    output_dims=EMBED),
+                arch=tiny_vit(num_layers=1, output_dims=EMBED),
                 img_size=32,
                 patch_size=8,
                 act='gelu'),

@@ -48,7 +48,7 @@ def _image_out_dims(encoder: nn.Module) -> int:
 
 
 def _image_init_record(encoder_cfg: dict,
-                      required: bool = True) -> Tuple[Dict, Optional[str]]:
+                       required: bool = True) -> Tuple[Dict, Optional[str]]:
     """``(meta['clip'], checkpoint)`` of an image tower's initial weights.
 
     Args:
