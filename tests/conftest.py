@@ -42,6 +42,20 @@ def load_tool():
     return load
 
 
+@pytest.fixture
+def make_ade20k(tmp_path):
+    """``make(num_train, num_val, img_size)``: the data root of a fresh
+    generated ADE20K set under the test's ``tmp_path`` (tests that plant
+    faults change its files)."""
+
+    def make(num_train: int = 4, num_val: int = 2, img_size=(32, 48)) -> str:
+        from mmlocat.testing import generate
+        return generate('ade20k', str(tmp_path / 'ade'), num_train, num_val,
+                        img_size)['data_root']
+
+    return make
+
+
 def _scope_kept():
     """Restore mmengine's global default scopes to what they were."""
     from mmengine.registry import DefaultScope

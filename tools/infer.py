@@ -5,13 +5,21 @@
 The task comes from the config: classification (top-5 bars), segmentation
 and zero-shot segmentation (class-coloured mask with a legend, and the raw
 label map), open-vocabulary detection (boxes with labels and scores).
+Outputs are named after the image's file name with its extension
+(``x.jpg`` -> ``OUT/x.jpg.png``, ``x.jpg.json``, ``x.jpg.labels.png``),
+below ``--out`` as below an input folder; names two inputs would share are
+an error before anything is written.
 ``--classes "cat, remote control"`` (or a .txt / .json file of names) makes
 an F-ViT detector find, or a zero-shot segmentor label pixels with, those
 classes: their CLIP text embeddings are computed with the model's own text
 tower (recorded in the embedding file's sidecar or the CLIP checkpoint's
 meta; ``--text-model`` / ``--text-weights`` otherwise) and cached. A
 zero-shot segmentor with ``bg_thresh`` keeps it: label 0 is background.
-Images that cannot be read are named, skipped and counted. See
+Images longer than ``--max-side`` (segmentation default 2048) are
+downscaled before the model and their prediction mapped back to the image
+(a segmentor upsamples its logits to the image: 150 classes at 6000x4000
+would need 14.4 GB). Images that cannot be read, or run out of memory, are
+named, skipped and counted; the exit status is then 1. See
 ``mmlocat.apis.MMLocatInferencer`` for the same from Python.
 """
 import argparse
@@ -59,6 +67,13 @@ def parse_args() -> argparse.Namespace:
         default=0.3,
         help='detection: boxes drawn from this score (the JSON has all)')
     parser.add_argument(
+        '--max-side',
+        type=int,
+        help='downscale images whose longer side exceeds this before the '
+        'model (aspect kept; label maps and boxes are mapped back to the '
+        'image); default: 2048 for segmentation and zero-shot '
+        'segmentation, none otherwise; 0: never')
+    parser.add_argument(
         '--allow-partial-checkpoint',
         action='store_true',
         help='run even if the checkpoint leaves model weights random')
@@ -84,7 +99,8 @@ def main() -> None:
         allow_partial_checkpoint=args.allow_partial_checkpoint,
         topk=args.topk,
         score_thr=args.score_thr,
-        alpha=args.alpha)
+        alpha=args.alpha,
+        max_side=args.max_side)
     result = inferencer(args.inputs, out_dir=args.out, show_progress=True)
     for record in result['predictions']:
         print(record['png'])
@@ -93,8 +109,12 @@ def main() -> None:
         print(
             f'infer.py: skipped {record["image"]}: {record["reason"]}',
             file=sys.stderr)
+    oom = sum(r['reason'].startswith('out of memory') for r in skipped)
     print(f'infer.py: {len(result["predictions"])} image(s) written to '
-          f'{args.out}, {len(skipped)} skipped')
+          f'{args.out}, {len(skipped)} skipped'
+          f'{f" ({oom} out of memory)" if oom else ""}')
+    if skipped:
+        sys.exit(1)
 
 
 if __name__ == '__main__':

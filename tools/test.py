@@ -21,6 +21,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.launch import load_config, setup_cpu_distributed
 from mmlocat.utils.pretrained import check_checkpoint_covers
@@ -116,6 +117,7 @@ def main() -> None:
             args.checkpoint,
             allow_partial=args.allow_partial_checkpoint,
             logger=runner.logger))
+    guard_runner_data(runner, 'raise')
     if args.out is not None:
         runner.test_evaluator.metrics.append(
             DumpResults(out_file_path=args.out))

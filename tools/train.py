@@ -13,6 +13,8 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+from mmlocat.datasets.dataset_check import check_before_run
+from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.launch import (add_rng_state_hook, enable_amp, load_config,
                                   setup_cpu_distributed)
 
@@ -30,6 +32,18 @@ def parse_args() -> argparse.Namespace:
         'checkpoint in the work dir when no path is given')
     parser.add_argument(
         '--amp', action='store_true', help='enable mixed precision training')
+    parser.add_argument(
+        '--check-data',
+        action='store_true',
+        help='read every training and validation file first (as '
+        'tools/misc/check_dataset.py) and exit 1 on any fault; also '
+        '`check_data = True` in the config')
+    parser.add_argument(
+        '--on-data-error',
+        choices=['raise', 'skip'],
+        help='a training file that cannot be loaded: stop naming it '
+        '(raise, the default) or skip the sample, counted and logged; '
+        'default: the config\'s checked_dataset.on_error')
     parser.add_argument(
         '--cfg-options',
         nargs='+',
@@ -74,12 +88,17 @@ def main() -> None:
         cfg.resume = True
         cfg.load_from = args.resume
 
+    if args.check_data or cfg.get('check_data', False):
+        if not check_before_run(cfg):
+            sys.exit(1)
+
     add_rng_state_hook(cfg)
     setup_cpu_distributed(cfg, args.launcher)
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)
     else:
         runner = Runner.from_cfg(cfg)
+    guard_runner_data(runner, args.on_data_error)
     runner.train()
 
 

@@ -1,7 +1,12 @@
-# Object discovery CorLoc with DINO ViT-S/16 + LaSt (LazyStrike) on VOC07
-# trainval (spec/lastvit.md §2): foreground = s > mean(s) + std(s), box =
-# tight box of the largest 8-connected component, a hit if IoU >= 0.5 with
-# some ground-truth box. Images at full resolution, one per batch.
+# Object discovery CorLoc with DINO ViT-S/16 + LazyStrike, training-free
+# (LazyStrike pooling on DINO's own weights; the paper's DINO + LaSt is a
+# DINO trained with LazyStrike: corloc_last-dino0080-s_*.py), VOC07
+# trainval (spec/lastvit.md §2), evaluated as LOST's code (github
+# valeoai/LOST, spec §2b): foreground = s > mean(s) + std(s), box = the
+# 4-connected foreground component holding the highest-scoring patch, cell
+# box x 16, IoU without +1, a hit if IoU >= 0.5 with any ground-truth box;
+# full-resolution images zero-padded bottom / right to a multiple of 16
+# after normalisation, decoded with PIL without EXIF rotation, one a batch.
 #   python tools/test.py configs/last/corloc_dino-s_voc07.py CHECKPOINT
 # CHECKPOINT: DINO weights converted with tools/model_converters/
 # dino2mmlocat.py (keys under `backbone.`).
@@ -28,9 +33,10 @@ model = dict(
         topk=1,
         # DINO's own position-embedding interpolation at full resolution.
         pos_embed_resample='dino',
-        # No padding: the patch conv drops the right / bottom remainder, as
-        # LOST crops images to a multiple of the patch size for DINO.
-        patch_cfg=dict(padding=0)),
+        # Zero padding of the normalised input to a multiple of 16 at the
+        # right / bottom: LOST's padding (a 375x500 image: a 24x32 grid).
+        # padding=0 crops instead (DINO's visualize_attention.py).
+        patch_cfg=dict(padding='corner')),
     neck=None,
     head=None)  # scores only
 
@@ -38,8 +44,15 @@ data_preprocessor = dict(
     mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
 
 data_root = 'data/VOCdevkit/VOC2007'
+# PIL decoding without EXIF rotation, as LOST's torchvision datasets; the
+# decoded size must be the annotation's.
+load_image = dict(
+    type='LoadImageFromFile',
+    color_type='color_ignore_orientation',
+    imdecode_backend='pillow')
 test_pipeline = [
-    dict(type='LoadImageFromFile'),
+    load_image,
+    dict(type='mmlocat.CheckAnnotatedSize'),
     dict(type='PackInputs', algorithm_keys=('gt_bboxes', )),
 ]
 test_dataloader = dict(
@@ -53,10 +66,16 @@ test_dataloader = dict(
         with_label=False,
         img_suffix='.jpg',
         box_prefix='Annotations',
-        filter_single_small=False,
+        filter_single_small=False,  # every object counts, difficult too
+        expected_num_images=5011,  # LOST's VOC07 trainval
         pipeline=test_pipeline),
     sampler=dict(type='DefaultSampler', shuffle=False))
 test_evaluator = [
-    dict(type='mmlocat.CorLoc', patch_size=16, iou_thr=0.5, connectivity=8)
+    dict(
+        type='mmlocat.CorLoc',
+        patch_size=16,
+        iou_thr=0.5,
+        component='seed',
+        connectivity=4)
 ]
 test_cfg = dict()

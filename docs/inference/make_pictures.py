@@ -103,7 +103,10 @@ def main(work):
         dict(dataset_meta=dict(classes=imnet['classes'])))
     _run('tools/infer.py', image, cls_cfg, cls_ckpt, '--out',
          osp.join(work, 'cls'))
-    _keep(osp.join(work, 'cls', stem + '.png'), 'classification.png')
+    # tools/infer.py names outputs after the image's file name
+    _keep(
+        osp.join(work, 'cls',
+                 osp.basename(image) + '.png'), 'classification.png')
     _run('tools/analysis_tools/vis_gaug.py', cls_cfg, cls_ckpt, image,
          '--queries', '2,5', '--out-dir', osp.join(work, 'gaug'))
     _keep(osp.join(work, 'gaug', stem + '_q2-5_gaug.png'), 'vis_gaug.png')
@@ -129,7 +132,7 @@ def main(work):
     seg_dir = osp.join(ade['data_root'], ade['val_img_dir'])
     _run('tools/infer.py', seg_dir, seg_cfg, seg_ckpt, '--out',
          osp.join(work, 'seg'))
-    name = osp.splitext(osp.basename(collect_images(seg_dir)[0]))[0]
+    name = osp.relpath(collect_images(seg_dir)[0], seg_dir)
     _keep(osp.join(work, 'seg', name + '.png'), 'segmentation.png')
 
     # open-vocabulary detection with a vocabulary typed at run time
@@ -165,7 +168,7 @@ def main(work):
          osp.join(work, 'det'), '--classes', 'cat, remote control, traffic '
          'cone', '--text-model-config', clip_cfg, '--score-thr', '0.5',
          '--vocab-cache', osp.join(work, 'vocab'))
-    name = osp.splitext(osp.basename(collect_images(det_dir)[0]))[0]
+    name = osp.relpath(collect_images(det_dir)[0], det_dir)
     _keep(osp.join(work, 'det', name + '.png'), 'detection_classes.png')
 
 

@@ -5,8 +5,8 @@
 segmentation: mmseg ``MMSegInferencer``; open-vocabulary detection: mmdet
 ``DetInferencer``; zero-shot segmentation: ``MMSegInferencer`` on
 :class:`mmlocat.ZeroShotSegmentor`), checks that the checkpoint covers
-the model (as ``tools/test.py`` does) and, per image, returns a JSON-ready
-dict and writes a PNG::
+the model (the same reader, errors and coverage check as ``tools/test.py``)
+and, per image, returns a JSON-ready dict and writes a PNG::
 
     from mmlocat.apis import MMLocatInferencer
     inferencer = MMLocatInferencer(CONFIG, CHECKPOINT, classes='cat, dog')
@@ -17,33 +17,59 @@ Extension point: a task is a :class:`TaskHandler` subclass registered with
 is true serves a config. Zero-shot segmentation plugs in this way: a
 handler registered with ``first=True`` that matches its model type (it is
 an mmseg config too).
+
+Outputs (``out_dir``): the image's name with its extension, then
+``.png`` (picture), ``.json`` (prediction) and, for segmentation,
+``.labels.png`` (label map), below ``out_dir`` as below the input folder:
+``x.jpg`` and ``x_labels.jpg`` (or ``x.png``) never share an output. A
+name that two inputs would still share (the same relative name under two
+input folders), or an output that would overwrite an input image, is an
+error before anything is written.
+
+Large images: a segmentor upsamples its logits to the image's size
+(``num_classes x H x W`` floats: 14.4 GB for 150 classes at 6000x4000), so
+images longer than ``max_side`` (segmentation default
+:data:`SEG_MAX_SIDE`) are downscaled first and the label map is mapped
+back to the image's size (nearest); detection boxes are mapped back too.
+An image that still runs out of memory is named, counted and skipped.
 """
 import copy
+import gc
 import json
 import os
 import os.path as osp
-from typing import Dict, List, Optional, Sequence, Type, Union
+import warnings
+from typing import Dict, List, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.logging import MMLogger, print_log
+from mmengine.structures import PixelData
 
 from mmlocat.datasets.text_embeddings import BACKGROUND, load_text_embeddings
+from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
-from mmlocat.utils.pretrained import check_checkpoint_covers
+from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint
 from mmlocat.utils.provenance import read_checkpoint_meta
 from mmlocat.visualization.predictions import (draw_classification,
                                                draw_detection,
                                                draw_segmentation, label_colors)
 from . import vocabulary as voc
-from .images import collect_images, read_image_rgb
+from .images import (downscale, image_notes, named_images, read_image_rgb,
+                     unreadable_reason)
 
 __all__ = [
     'TaskHandler', 'ClassificationHandler', 'SegmentationHandler',
     'DetectionHandler', 'ZeroShotSegmentationHandler', 'TASK_HANDLERS',
-    'register_task', 'task_handler', 'MMLocatInferencer'
+    'register_task', 'task_handler', 'MMLocatInferencer', 'SEG_MAX_SIDE',
+    'plan_outputs', 'is_out_of_memory'
 ]
+
+#: Default ``max_side`` of (zero-shot) segmentation: no shipped config's
+#: test pipeline feeds the network more than 2048 pixels on a side, so the
+#: network sees the same resolution; only the logits' upsampling shrinks.
+SEG_MAX_SIDE = 2048
 
 TASK_HANDLERS: List[Type['TaskHandler']] = []
 
@@ -69,6 +95,57 @@ def task_handler(cfg: Config) -> Type['TaskHandler']:
                      f'{[h.scope for h in TASK_HANDLERS]})')
 
 
+def plan_outputs(named: Sequence[Tuple[str, str]], out_dir: str,
+                 suffixes: Sequence[str]) -> List[str]:
+    """The output stem of every input, checked before anything is written.
+
+    Args:
+        named: ``(image path, name)`` pairs (:func:`named_images`).
+        out_dir: The output folder.
+        suffixes: What each image's outputs append to its stem.
+
+    Returns:
+        ``out_dir/name`` for each input, in order.
+
+    Raises:
+        ValueError: If two inputs would write one file, or an output would
+            overwrite an input image.
+    """
+    inputs = {osp.realpath(path): path for path, _ in named}
+    stems, owner = [], {}
+    for path, name in named:
+        stem = osp.join(out_dir, name)
+        for suffix in suffixes:
+            out = osp.realpath(stem + suffix)
+            if out in owner:
+                raise ValueError(
+                    f'{owner[out]} and {path} would both write '
+                    f'{stem + suffix}: give them separate --out folders '
+                    '(or run them one at a time)')
+            if out in inputs:
+                raise ValueError(
+                    f'the output {stem + suffix} of {path} would overwrite '
+                    f'the input image {inputs[out]}: choose another --out '
+                    'folder')
+            owner[out] = path
+        stems.append(stem)
+    return stems
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is an allocation failure (CPU, CUDA, numpy, OpenCV).
+    """
+    if isinstance(err, MemoryError):  # numpy's _ArrayMemoryError too
+        return True
+    oom = getattr(torch, 'OutOfMemoryError', None)  # CUDA, torch >= 2.5
+    if oom is not None and isinstance(err, oom):
+        return True
+    text = str(err)
+    # torch's CPU allocator (RuntimeError), OpenCV's cv2.error
+    return ("can't allocate memory" in text or 'out of memory' in text
+            or 'Insufficient memory' in text)
+
+
 def _dataset_meta(cfg: Config, checkpoint: str, scope: str) -> Dict:
     """``classes`` / ``palette``: the checkpoint's ``dataset_meta``, else
     the config's test dataset (its ``metainfo`` or its type's METAINFO)."""
@@ -89,13 +166,20 @@ def _dataset_meta(cfg: Config, checkpoint: str, scope: str) -> Dict:
 class TaskHandler:
     """One task: build the host inferencer, predict, serialise, draw.
 
+    The host is built without weights; the checkpoint's state dict (read
+    by the caller with :func:`mmlocat.utils.pretrained.read_checkpoint`, so
+    a bad file gets ``tools/test.py``'s one-sentence errors) is loaded by
+    :func:`~mmlocat.utils.pretrained.check_checkpoint_covers`, which
+    refuses a partly random network as ``tools/test.py`` does.
+
     Args:
         cfg: The model config (already merged with overrides).
-        checkpoint: Weights file.
+        checkpoint: Weights file (its name in messages, its ``meta``).
         device: e.g. ``'cpu'``, ``'cuda:0'``.
         allow_partial: Run a checkpoint that misses model keys.
         options: Drawing options (``topk``, ``score_thr``, ``alpha``) and
             ``vocabulary``: the run-time class names (None: the config's).
+        state_dict: The checkpoint's tensors.
     """
     task = ''
     scope = ''
@@ -103,24 +187,38 @@ class TaskHandler:
     #: model's record does not say: ``templates``, ``prompt_style`` and
     #: whether a ``background`` row is appended; None: no vocabulary.
     vocabulary: Optional[Dict] = None
+    #: Longest image side fed to the model unless ``max_side`` is given
+    #: (None: any size).
+    default_max_side: Optional[int] = None
+    #: What the outputs of one image append to its output stem.
+    suffixes: Tuple[str, ...] = ('.png', '.json')
 
     @classmethod
     def matches(cls, cfg: Config) -> bool:
         return cfg.get('default_scope') == cls.scope
 
     def __init__(self, cfg: Config, checkpoint: str, device: str,
-                 allow_partial: bool, options: Dict) -> None:
+                 allow_partial: bool, options: Dict,
+                 state_dict: Dict[str, torch.Tensor]) -> None:
         self.options = options
         self.meta = _dataset_meta(cfg, checkpoint, self.scope)
-        self.host = self.build_host(cfg, checkpoint, device)
+        with warnings.catch_warnings():
+            # built without weights on purpose: they are loaded below
+            warnings.filterwarnings(
+                'ignore', message='(Checkpoint is not loaded|weights is None)')
+            self.host = self.build_host(cfg, device)
         self.model = self.host.model
-        # the hosts load leniently; refuse a partly random network as
-        # tools/test.py does (same helper, same messages)
         check_checkpoint_covers(
             self.model,
             checkpoint,
             allow_partial=allow_partial,
-            logger=MMLogger.get_current_instance())
+            logger=MMLogger.get_current_instance(),
+            state_dict=state_dict)
+        if self.meta.get('classes') is not None:
+            # what the host takes from a checkpoint's meta when it loads it
+            known = {k: v for k, v in self.meta.items() if v is not None}
+            self.model.dataset_meta = dict(
+                getattr(self.model, 'dataset_meta', None) or {}, **known)
         self.model.eval()
 
     @property
@@ -157,19 +255,27 @@ class TaskHandler:
         """Point ``cfg`` at a run-time vocabulary's embedding file."""
         raise NotImplementedError
 
-    def build_host(self, cfg: Config, checkpoint: str, device: str):
+    def build_host(self, cfg: Config, device: str):
+        """The host inferencer, built without weights."""
         raise NotImplementedError
 
-    def predict(self, path: str):
+    def predict(self, image: Union[str, np.ndarray]):
+        """The host's data sample for an image file or a BGR array."""
         raise NotImplementedError
+
+    def rescale(self, sample, shape: Tuple[int, int]):
+        """The prediction on a downscaled copy, in the coordinates of the
+        image of ``shape`` (H, W)."""
+        return sample
 
     def to_dict(self, sample) -> Dict:
         """The JSON-ready prediction."""
         raise NotImplementedError
 
     def write_files(self, sample, out_stem: str) -> Dict:
-        """Write task-specific files next to the PNG; returns their names
-        for the JSON."""
+        """Write task-specific files (``out_stem`` + one of
+        :attr:`suffixes`) next to the PNG; returns their names for the
+        JSON."""
         return {}
 
     def draw(self, img_rgb: np.ndarray, sample, out_file: str) -> None:
@@ -181,15 +287,15 @@ class ClassificationHandler(TaskHandler):
     task = 'classification'
     scope = 'mmpretrain'
 
-    def build_host(self, cfg, checkpoint, device):
+    def build_host(self, cfg, device):
         from mmpretrain.apis import ImageClassificationInferencer
         return ImageClassificationInferencer(
-            cfg, pretrained=checkpoint, device=device)
+            cfg, pretrained=False, device=device)
 
-    def predict(self, path):
+    def predict(self, image):
         # the host's own preprocess and forward (its __call__ adds a
         # progress bar per call)
-        data = next(iter(self.host.preprocess([path])))
+        data = next(iter(self.host.preprocess([image])))
         return self.host.forward(data)[0]
 
     def to_dict(self, sample):
@@ -225,20 +331,38 @@ class SegmentationHandler(TaskHandler):
     picture with a legend."""
     task = 'segmentation'
     scope = 'mmseg'
+    default_max_side = SEG_MAX_SIDE
+    suffixes = ('.png', '.json', '.labels.png')
 
-    def build_host(self, cfg, checkpoint, device):
+    def build_host(self, cfg, device):
         from mmseg.apis import MMSegInferencer
         host = MMSegInferencer(
             cfg,
-            weights=checkpoint,
+            weights=None,
             classes=self.meta.get('classes'),
             palette=self.meta.get('palette'),
             device=device)
         host.show_progress = False  # tools/infer.py has its own bar
         return host
 
-    def predict(self, path):
-        return self.host(path, return_datasamples=True)
+    def predict(self, image):
+        return self.host(image, return_datasamples=True)
+
+    def rescale(self, sample, shape):
+        """The label map at ``shape`` (nearest); the logits, at the
+        inference size, are not kept."""
+        labels = sample.pred_sem_seg.data[0]
+        for dim, size in enumerate(shape):
+            # the source pixel whose centre is nearest each target centre
+            src = labels.shape[dim]
+            index = ((torch.arange(size) + 0.5) * (src / size)).long()
+            labels = labels.index_select(
+                dim,
+                index.clamp_(max=src - 1).to(labels.device))
+        out = sample.__class__(
+            metainfo=dict(sample.metainfo, ori_shape=tuple(shape)))
+        out.pred_sem_seg = PixelData(data=labels[None])
+        return out
 
     def _labels(self, sample) -> np.ndarray:
         return sample.pred_sem_seg.data[0].cpu().numpy()
@@ -248,8 +372,9 @@ class SegmentationHandler(TaskHandler):
         labels = self._labels(sample)
         # the raw label map, lossless (uint16 for more than 256 classes)
         dtype = np.uint8 if labels.max(initial=0) < 256 else np.uint16
-        label_file = out_stem + '_labels.png'
-        cv2.imwrite(label_file, labels.astype(dtype))
+        label_file = out_stem + '.labels.png'
+        if not cv2.imwrite(label_file, labels.astype(dtype)):
+            raise OSError(f'could not write {label_file}')
         return dict(label_png=label_file)
 
     def to_dict(self, sample):
@@ -287,10 +412,10 @@ class DetectionHandler(TaskHandler):
     def apply_vocabulary(cls, cfg, embeddings_file, names):
         voc.apply_vocabulary(cfg, embeddings_file, names)
 
-    def build_host(self, cfg, checkpoint, device):
+    def build_host(self, cfg, device):
         from mmdet.apis import DetInferencer
         return DetInferencer(
-            cfg, weights=checkpoint, device=device, show_progress=False)
+            cfg, weights=None, device=device, show_progress=False)
 
     @property
     def classes(self):
@@ -299,10 +424,20 @@ class DetectionHandler(TaskHandler):
         names = getattr(head, 'class_names', None)
         return list(names) if names is not None else super().classes
 
-    def predict(self, path):
+    def predict(self, image):
         out = self.host(
-            path, return_datasamples=True, no_save_vis=True, out_dir='')
+            image, return_datasamples=True, no_save_vis=True, out_dir='')
         return out['predictions'][0]
+
+    def rescale(self, sample, shape):
+        h, w = sample.ori_shape
+        out = sample.__class__(
+            metainfo=dict(sample.metainfo, ori_shape=tuple(shape)))
+        inst = sample.pred_instances.clone()
+        inst.bboxes = inst.bboxes * inst.bboxes.new_tensor(
+            [shape[1] / w, shape[0] / h] * 2)
+        out.pred_instances = inst
+        return out
 
     @staticmethod
     def _arrays(sample):
@@ -358,14 +493,16 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
     def apply_vocabulary(cls, cfg, embeddings_file, names):
         voc.apply_zero_shot_vocabulary(cfg, embeddings_file, names)
 
-    def __init__(self, cfg, checkpoint, device, allow_partial, options):
-        super().__init__(cfg, checkpoint, device, allow_partial, options)
+    def __init__(self, cfg, checkpoint, device, allow_partial, options,
+                 state_dict):
+        super().__init__(cfg, checkpoint, device, allow_partial, options,
+                         state_dict)
         dataset_classes = self.dataset_classes
         if options.get('vocabulary') is None and dataset_classes:
             # the same refusal as ZeroShotClassCheckHook in tools/test.py
             self.model.check_classes(dataset_classes)
 
-    def build_host(self, cfg, checkpoint, device):
+    def build_host(self, cfg, device):
         model = cfg.model
         names = load_text_embeddings(model['text_embeddings'])[2]
         if model.get('bg_thresh') is not None:
@@ -377,7 +514,7 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
         # the host's visualizer wants as many colours as classes
         self.meta = dict(
             classes=names, palette=label_colors(len(names), palette).tolist())
-        return super().build_host(cfg, checkpoint, device)
+        return super().build_host(cfg, device)
 
     def num_classes(self):
         return self.model.num_classes
@@ -409,6 +546,10 @@ class MMLocatInferencer:
         topk: Classes in the classification bars and JSON.
         score_thr: Boxes drawn from this score (the JSON has all).
         alpha: Opacity of the segmentation mask.
+        max_side: Images whose longer side exceeds it are downscaled
+            (aspect kept) before the model and the prediction is mapped
+            back to the image; None: the task's default (segmentation
+            :data:`SEG_MAX_SIDE`, otherwise none), 0: never.
     """
 
     def __init__(self,
@@ -424,7 +565,8 @@ class MMLocatInferencer:
                  allow_partial_checkpoint: bool = False,
                  topk: int = 5,
                  score_thr: float = 0.3,
-                 alpha: float = 0.5) -> None:
+                 alpha: float = 0.5,
+                 max_side: Optional[int] = None) -> None:
         for path in ([config]
                      if isinstance(config, str) else []) + [checkpoint]:
             if not osp.isfile(path):
@@ -433,6 +575,14 @@ class MMLocatInferencer:
             raise ValueError(f'topk must be >= 1, got {topk}')
         if not 0 <= alpha <= 1:
             raise ValueError(f'alpha must be in [0, 1], got {alpha}')
+        if max_side is not None and (isinstance(max_side, bool)
+                                     or not isinstance(max_side, int)
+                                     or max_side < 0):
+            raise ValueError('max_side must be an int >= 0 (0: no limit), '
+                             f'got {max_side!r}')
+        # read first, by tools/test.py's reader: a bad file is named in one
+        # sentence before anything is built or embedded
+        state_dict = read_checkpoint(checkpoint)
         # a Config passed in is not changed (overrides, vocabulary)
         cfg = (
             load_config(config)
@@ -458,8 +608,11 @@ class MMLocatInferencer:
                 topk=topk,
                 score_thr=score_thr,
                 alpha=alpha,
-                vocabulary=self.vocabulary))
+                vocabulary=self.vocabulary), state_dict)
+        del state_dict
         self.task = handler.task
+        self.max_side = (
+            handler.default_max_side if max_side is None else max_side)
 
     @staticmethod
     def _vocabulary(handler, cfg, checkpoint, classes, text_model,
@@ -509,48 +662,100 @@ class MMLocatInferencer:
         Args:
             inputs: Image file(s) and / or folder(s).
             out_dir: Where ``NAME.png`` (picture) and ``NAME.json``
-                (prediction) go (segmentation and zero-shot segmentation
-                also ``NAME_labels.png``);
-                None writes nothing.
+                (prediction) go, ``NAME`` being the image's file name with
+                its extension, below ``out_dir`` as below the input folder
+                (segmentation and zero-shot segmentation also write
+                ``NAME.labels.png``); None writes nothing. Names two
+                inputs would share, or outputs that would overwrite an
+                input, are an error before anything is written. An
+                ``out_dir`` inside an input folder is not searched for
+                images.
             show_progress: A tqdm bar over the images.
 
         Returns:
             ``dict(predictions=[...], skipped=[...])``: one dict per image
             (``image``, ``task``, the task's fields, the host's
-            ``data_sample``; ``png`` / ``json`` when written) and, for
-            images that cannot be read, ``dict(image=..., reason=...)``.
+            ``data_sample``; ``png`` / ``json`` when written;
+            ``inference_shape`` when it was downscaled to ``max_side``;
+            ``input_notes`` when decoding changed it: EXIF orientation,
+            alpha, CMYK, grayscale, 16-bit, see :func:`image_notes`) and,
+            for images that cannot be read or run out of memory,
+            ``dict(image=..., reason=...)``.
         """
-        images = collect_images(inputs)
+        named = named_images(inputs, skip_dir=out_dir)
+        stems = [None] * len(named)
         if out_dir is not None:
-            os.makedirs(out_dir, exist_ok=True)
-        iterator = images
+            stems = plan_outputs(named, out_dir, self.handler.suffixes)
+        iterator = zip(named, stems)
         if show_progress:
             from tqdm import tqdm
-            iterator = tqdm(images, desc=f'infer ({self.task})')
-        predictions, skipped, stems = [], [], set()
-        for path in iterator:
+            iterator = tqdm(
+                iterator, total=len(named), desc=f'infer ({self.task})')
+        predictions, skipped = [], []
+
+        def skip(path, reason):
+            print_log(
+                f'infer: skipped {path}: {reason}', logger='current', level=30)
+            skipped.append(dict(image=path, reason=reason))
+
+        for (path, _), out_stem in iterator:
             img = read_image_rgb(path)
             if img is None:
-                print_log(
-                    f'infer: skipped {path}: cannot be read as an image',
-                    logger='current',
-                    level=30)
-                skipped.append(dict(image=path, reason='cannot be read'))
+                skip(path, unreadable_reason(path))
                 continue
-            with torch.no_grad():
-                sample = self.handler.predict(path)
-            stem = osp.splitext(osp.basename(path))[0]
-            if stem in stems:  # the same file name in two folders
-                stem = f'{stem}_{len(predictions)}'
-            stems.add(stem)
-            out_stem = osp.join(out_dir or '', stem)
-            record = dict(image=path, task=self.task)
-            record.update(self.handler.to_dict(sample))
-            if out_dir is not None:
-                record.update(self.handler.write_files(sample, out_stem))
-                self.handler.draw(img, sample, out_stem + '.png')
-                record.update(png=out_stem + '.png', json=out_stem + '.json')
-                with open(out_stem + '.json', 'w', encoding='utf-8') as f:
-                    json.dump(record, f, indent=1)
-            predictions.append(dict(record, data_sample=sample))
+            oom = None
+            try:
+                record = self._predict(path, img, out_stem)
+            except Exception as err:
+                if not is_out_of_memory(err):
+                    raise
+                oom = (f'out of memory at {img.shape[1]}x{img.shape[0]} '
+                       f'(max_side={self.max_side}): {_first_line(err)}; a '
+                       'smaller --max-side bounds it')
+            if oom is not None:
+                # the failed attempt's tensors went with the traceback
+                gc.collect()
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                skip(path, oom)
+                continue
+            predictions.append(record)
         return dict(predictions=predictions, skipped=skipped)
+
+    def _predict(self, path: str, img: np.ndarray,
+                 out_stem: Optional[str]) -> Dict:
+        """One image: predict (downscaled past ``max_side``), draw, write.
+        """
+        handler = self.handler
+        shape = img.shape[:2]
+        small = downscale(img, self.max_side) if self.max_side else img
+        record = dict(image=path, task=self.task)
+        notes = image_notes(path)
+        if notes:
+            record['input_notes'] = notes
+            print_log(f'infer: {path}: {"; ".join(notes)}', logger='current')
+        with torch.no_grad():
+            if small is img:
+                sample = handler.predict(path)
+            else:  # the hosts take BGR arrays
+                sample = handler.predict(
+                    np.ascontiguousarray(small[..., ::-1]))
+                record['inference_shape'] = list(small.shape[:2])
+                print_log(
+                    f'infer: {path} is {shape[1]}x{shape[0]}: predicted at '
+                    f'{small.shape[1]}x{small.shape[0]} (max_side='
+                    f'{self.max_side}), mapped back to the image',
+                    logger='current')
+        if out_stem is not None:
+            os.makedirs(osp.dirname(out_stem) or '.', exist_ok=True)
+            # the picture at the inference size (a preview; bounded memory)
+            handler.draw(small, sample, out_stem + '.png')
+        if small is not img:
+            sample = handler.rescale(sample, shape)
+        record.update(handler.to_dict(sample))
+        if out_stem is not None:
+            record.update(handler.write_files(sample, out_stem))
+            record.update(png=out_stem + '.png', json=out_stem + '.json')
+            with open(out_stem + '.json', 'w', encoding='utf-8') as f:
+                json.dump(record, f, indent=1)
+        return dict(record, data_sample=sample)

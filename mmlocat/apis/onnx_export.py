@@ -19,12 +19,18 @@ What is exported and how (see ``docs/deployment.md``):
   size, or resize / pad inputs to the exported size. At a grid other than
   the training one the resampled position embedding is stored as a
   constant (:func:`frozen_pos_embed`: antialiased bicubic resampling has
-  no ONNX op).
+  no ONNX op);
+* input sizes at which the exporter can write every adaptive pooling
+  (UPerHead's pyramid pooling): :func:`check_export_size` runs the model
+  once in PyTorch first and refuses, in one line saying which sizes work
+  and why, a size whose pooled maps the output sizes do not divide, whose
+  patch grid is padded, or at which the model cannot run at all.
 
 Uses torch's TorchScript-based exporter (``dynamo=False``): the
 ``torch.export`` one needs ``onnxscript``, which is not a dependency.
 """
 import contextlib
+import math
 import os.path as osp
 from typing import Dict, Iterator, Optional, Sequence, Tuple
 
@@ -34,12 +40,14 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 
 from mmlocat.models.layers import lowpass_as_matmul
+from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers
 
 __all__ = [
     'build_export_model', 'lowpass_as_matmul', 'frozen_pos_embed',
-    'export_onnx', 'run_onnx', 'TensorOutput', 'EXPORT_SCOPES'
+    'export_onnx', 'run_onnx', 'TensorOutput', 'EXPORT_SCOPES',
+    'check_export_size'
 ]
 
 EXPORT_SCOPES = ('mmpretrain', 'mmseg')
@@ -116,6 +124,144 @@ def frozen_pos_embed(backbone: torch.nn.Module,
         del backbone._pos_embed_for
 
 
+def _pair(value, like: Tuple[int, int]) -> Tuple[int, int]:
+    """An adaptive pooling's output size as (h, w); None keeps ``like``."""
+    if not isinstance(value, (tuple, list)):
+        value = (value, value)
+    return tuple(int(v) if v is not None else d for v, d in zip(value, like))
+
+
+def _trace_shapes(module: TensorOutput, shape: Tuple[int, int]) -> Dict:
+    """Run ``module`` once on a ``(1, 3, H, W)`` batch and record what
+    decides whether it can be exported at that size.
+
+    Returns:
+        ``pools``: ``(name, input hw, output hw)`` of every adaptive pooling
+        that is not global; ``padded``: ``(name, pad hw)`` of every patch
+        embedding that padded its input; ``patch``: the patch size (h, w)
+        (1 without a padding patch embedding); ``error``: the first line of
+        the PyTorch error, if the model cannot run at this size.
+    """
+    from mmcv.cnn.bricks.transformer import AdaptivePadding
+    found = dict(pools=[], padded=[], patch=(1, 1), error=None)
+    handles = []
+
+    def on_pool(name):
+
+        def hook(mod, args, out):
+            in_hw = tuple(args[0].shape[-2:])
+            out_hw = _pair(mod.output_size, in_hw)
+            if out_hw != (1, 1):  # global pooling is always exported
+                found['pools'].append((name, in_hw, out_hw))
+
+        return hook
+
+    def on_pad(name):
+
+        def hook(mod, args):
+            pad = mod.get_pad_shape(args[0].shape[-2:])
+            if any(pad):
+                found['padded'].append((name, tuple(pad)))
+
+        return hook
+
+    for name, mod in module.model.named_modules():
+        if isinstance(
+                mod, (torch.nn.AdaptiveAvgPool2d, torch.nn.AdaptiveMaxPool2d)):
+            handles.append(mod.register_forward_hook(on_pool(name)))
+        elif isinstance(mod, AdaptivePadding):
+            handles.append(mod.register_forward_pre_hook(on_pad(name)))
+            found['patch'] = tuple(mod.stride)
+    try:
+        with torch.no_grad():
+            module(torch.zeros(1, 3, *shape))
+    except Exception as err:  # reported as the reason this size fails
+        found['error'] = _first_line(err)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
+
+
+def _size_unit(found: Dict, shape: Tuple[int, int]) -> Tuple[int, int]:
+    """The (h, w) that every exportable size is a multiple of: the patch
+    size (no padding) and, per pooling, its map's stride times every output
+    size (so that they divide the map)."""
+    unit = list(found['patch'])
+    for _, in_hw, out_hw in found['pools']:
+        for i in range(2):
+            stride = 2**round(math.log2(shape[i] / in_hw[i]))
+            unit[i] = math.lcm(unit[i], stride * out_hw[i])
+    return tuple(unit)
+
+
+def check_export_size(module: TensorOutput,
+                      shape: Sequence[int],
+                      dynamic_batch: bool = False) -> None:
+    """Refuse an input size the TorchScript exporter cannot export.
+
+    The exporter writes ``adaptive_avg_pool2d`` (UPerHead's pyramid
+    pooling) only when every output size divides the pooled map and the
+    map's size is static in the traced graph: a patch grid padded by the
+    patch embedding (sides not multiples of the patch size) or a free
+    batch axis (``dynamic_batch``) hides it. Without such a pooling
+    (the classifiers) any size the model runs at exports.
+
+    Args:
+        module: From :func:`build_export_model`.
+        shape: ``(H, W)``.
+        dynamic_batch: Whether the batch axis is to be left free.
+
+    Raises:
+        ValueError: One line: why ``shape`` fails and which sizes work (for
+            the shipped UperNet configs multiples of 192: the stride-32
+            map must be divisible by the pooling sizes 1, 2, 3 and 6).
+    """
+    h, w = (int(s) for s in shape)
+    found = _trace_shapes(module, (h, w))
+    reasons = []
+    if found['error'] is not None:
+        reasons.append(f'the model cannot run at {h}x{w} in PyTorch either '
+                       f'({found["error"]})')
+    pools = found['pools']
+    for name, in_hw, out_hw in pools:
+        if in_hw[0] % out_hw[0] or in_hw[1] % out_hw[1]:
+            reasons.append(
+                f'{name} pools a {in_hw[0]}x{in_hw[1]} map to '
+                f'{out_hw[0]}x{out_hw[1]}, and the exporter needs the output '
+                'size to divide the input size')
+            break
+    if pools and found['padded']:
+        name, _ = found['padded'][0]
+        reasons.append(
+            f'{name} pads the input (sides not multiples of the patch size '
+            f'{found["patch"][0]}x{found["patch"][1]}), which hides the '
+            f'map size from the exporter at {pools[0][0]}')
+    if pools and dynamic_batch and not reasons:
+        raise ValueError(
+            f'cannot export with --dynamic-batch: the exporter loses the '
+            f'spatial sizes before the adaptive pooling of {pools[0][0]}; '
+            'export with a fixed batch (drop --dynamic-batch)')
+    if not reasons:
+        return
+    probe = (h, w)
+    if found['error'] is not None:
+        # learn the strides at a size every patch embedding and pooling
+        # stack runs at
+        probe = tuple(32 * p for p in found['patch'])
+        found = _trace_shapes(module, probe)
+        if found['error'] is not None:
+            raise ValueError(f'cannot export at {h}x{w}: {reasons[0]}')
+    unit = _size_unit(found, probe)
+    near = [max(u, round(s / u) * u) for s, u in zip((h, w), unit)]
+    sides = (f'height and width multiples of {unit[0]}' if unit[0] == unit[1]
+             else f'height a multiple of {unit[0]}, width of {unit[1]}')
+    raise ValueError(
+        f'cannot export at {h}x{w}: {"; ".join(reasons)}. Sizes that '
+        f'always export: {sides} (nearest: {near[0]}x{near[1]}); resize or '
+        'pad the images to the exported size')
+
+
 def export_onnx(module: TensorOutput,
                 shape: Sequence[int],
                 path: str,
@@ -136,6 +282,7 @@ def export_onnx(module: TensorOutput,
     h, w = (int(s) for s in shape)
     if h < 1 or w < 1:
         raise ValueError(f'--shape must be positive, got {h} {w}')
+    check_export_size(module, (h, w), dynamic_batch)
     dummy = torch.randn(1, 3, h, w)
     axes = dict(input={0: 'batch'}, output={0: 'batch'})
     backbone = module.model.backbone
@@ -144,14 +291,20 @@ def export_onnx(module: TensorOutput,
         lowpass_as_matmul([width])
         if width is not None else contextlib.nullcontext())
     with lowpass, frozen_pos_embed(backbone, dummy), torch.no_grad():
-        torch.onnx.export(
-            module, (dummy, ),
-            path,
-            dynamo=False,
-            opset_version=opset,
-            input_names=['input'],
-            output_names=['output'],
-            dynamic_axes=axes if dynamic_batch else None)
+        try:
+            torch.onnx.export(
+                module, (dummy, ),
+                path,
+                dynamo=False,
+                opset_version=opset,
+                input_names=['input'],
+                output_names=['output'],
+                dynamic_axes=axes if dynamic_batch else None)
+        except Exception as err:
+            # torch appends the whole traced graph (hundreds of KB)
+            message = _first_line(err).split(' [Caused by')[0][:500]
+            raise RuntimeError(f'the TorchScript exporter failed at {h}x{w}: '
+                               f'{message}') from None
     if not osp.isfile(path):
         raise RuntimeError(f'the exporter wrote no file at {path}')
     return path

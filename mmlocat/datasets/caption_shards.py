@@ -10,16 +10,23 @@ Each shard is indexed once (member headers only, with :mod:`tarfile`) and
 an item's image is read by offset, so mmengine samplers, resuming and
 ``group_by_image`` work as for the other caption datasets, with their
 rules: missing images refused or skipped with a count, empty captions
-refused.
+refused. A sample with no caption member is refused naming its shard and
+key (``missing_captions='skip'`` drops such samples with a warning that
+counts and names them; open_clip's webdataset loader drops them silently).
+Captions that are not ``encoding`` are refused naming the shard member and
+the line.
 """
+import logging
 import os.path as osp
 import tarfile
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import mmcv
+from mmengine.logging import print_log
 
 from mmlocat.registry import DATASETS
-from .captions import BaseCaptionDataset, Pair
+from .captions import MISSING_POLICIES, BaseCaptionDataset, Pair, decode_text
+from .file_checks import DataFileError, Fault, bytes_fault, read_sample_file
 
 __all__ = ['WebDatasetCaptionDataset']
 
@@ -56,8 +63,10 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
     The image is decoded by the dataset (the bytes in the shard, with
     ``mmcv.imfrombytes`` as ``LoadImageFromFile`` would), so the pipeline
     starts after loading: a ``LoadImageFromFile`` step is refused. Items
-    carry ``img``, ``img_shape``, ``ori_shape`` and ``img_path``
-    (``'<shard>/<member>'``, for the log and the metas).
+    (``dataset[i]``) carry ``img``, ``img_shape``, ``ori_shape`` and
+    ``img_path`` (``'<shard>/<member>'``, for the log and the metas);
+    ``get_data_info`` gives the member's location (``shard``, ``offset``,
+    ``size``) without decoding it.
 
     Example::
 
@@ -75,6 +84,9 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
         color_type: ``mmcv.imfrombytes`` flag (``LoadImageFromFile``'s
             ``color_type``).
         imdecode_backend: ``mmcv.imfrombytes`` backend.
+        missing_captions: ``'error'`` (default) or ``'skip'`` for samples
+            without a ``key.txt`` member (see the module doc).
+        encoding: The text encoding of the ``key.txt`` members.
         **kwargs: :class:`BaseCaptionDataset` arguments
             (``missing_images``, ``group_by_image``, ...).
     """
@@ -84,9 +96,16 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
                  split_lines: bool = False,
                  color_type: str = 'color',
                  imdecode_backend: str = 'cv2',
+                 missing_captions: str = 'error',
+                 encoding: str = 'utf-8',
                  pipeline: Sequence = (),
                  **kwargs) -> None:
         import_webdataset()  # the clear error before anything else
+        if missing_captions not in MISSING_POLICIES:
+            raise ValueError(f'missing_captions must be one of '
+                             f'{MISSING_POLICIES}, got {missing_captions!r}')
+        self.missing_captions = missing_captions
+        self.encoding = encoding
         loaders = _loader_steps(pipeline)
         if loaders:
             raise ValueError(
@@ -138,12 +157,11 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
                              f'{err}') from None
         return samples
 
-    def _caption(self, shard: str, info: Optional[tarfile.TarInfo]) -> List:
-        if info is None:
-            return ['']
+    def _caption(self, shard: str, info: tarfile.TarInfo) -> List:
         with open(shard, 'rb') as f:
             f.seek(info.offset_data)
-            text = f.read(info.size).decode('utf-8')
+            data = f.read(info.size)
+        text = decode_text(data, self.encoding, f'{shard}/{info.name}')
         if not self.split_lines:
             return [text]
         return [line for line in text.splitlines() if line.strip()] or ['']
@@ -151,11 +169,16 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
     def read_pairs(self) -> List[Pair]:
         images = tuple(import_webdataset().autodecode.IMAGE_EXTENSIONS)
         pairs = []
+        uncaptioned = []
         for shard in self.shards():
             samples = self._index(shard)
             if not samples:
                 raise ValueError(f'{shard} holds no webdataset samples')
             for key, members in samples.items():
+                if 'txt' not in members:
+                    uncaptioned.append(f'{shard} key {key!r} (members '
+                                       f'{sorted(members)})')
+                    continue
                 found = [e for e in images if e in members]
                 if found:
                     info = members[found[0]]
@@ -163,10 +186,24 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
                     self._members[path] = (shard, info.offset_data, info.size)
                 else:  # named by its key; image_exists() says no
                     path = f'{shard}/{key}.<no image: {sorted(members)}>'
-                for caption in self._caption(shard, members.get('txt')):
+                for caption in self._caption(shard, members['txt']):
                     pairs.append(
                         (path, caption, f'{osp.basename(shard)} key {key!r}'))
+        if uncaptioned:
+            self._refuse_uncaptioned(uncaptioned, len(pairs))
         return pairs
+
+    def _refuse_uncaptioned(self, uncaptioned: List[str], kept: int) -> None:
+        msg = (f'{len(uncaptioned)} sample(s) of {self.ann_file} have no '
+               f'caption (key.txt) member, e.g. {uncaptioned[:5]}')
+        if self.missing_captions == 'error':
+            raise ValueError(msg + "; fix the shards or set "
+                             "missing_captions='skip'")
+        print_log(
+            msg + f"; skipped (missing_captions='skip'), {kept} caption(s) "
+            'kept',
+            logger='current',
+            level=logging.WARNING)
 
     def image_exists(self, path: str) -> bool:
         return path in self._members
@@ -175,14 +212,22 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
         shard, offset, size = self._members[path]
         return dict(img_path=path, shard=shard, offset=offset, size=size)
 
-    def get_data_info(self, idx: int) -> dict:
-        info = super().get_data_info(idx)
-        with open(info['shard'], 'rb') as f:
-            f.seek(info['offset'])
-            data = f.read(info['size'])
-        img = mmcv.imfrombytes(
-            data, flag=self.color_type, backend=self.imdecode_backend)
+    def load_image(self, info: dict) -> dict:
+        """Decode the item's image from its shard, as ``LoadImageFromFile``
+        would (``img``, ``img_shape``, ``ori_shape``)."""
+        data = read_sample_file(info, 'img_path')
+        try:
+            img = mmcv.imfrombytes(
+                data, flag=self.color_type, backend=self.imdecode_backend)
+        except Exception:  # OpenCV raises on empty input
+            img = None
         if img is None:
-            raise ValueError(f'cannot decode the image {info["img_path"]}')
+            fault = bytes_fault(info['img_path'], data) or Fault(
+                'undecodable', info['img_path'],
+                f'cannot be decoded as an image ({len(data)} bytes)')
+            raise DataFileError(str(fault), fault)
         info.update(img=img, img_shape=img.shape[:2], ori_shape=img.shape[:2])
         return info
+
+    def prepare_data(self, idx: int):
+        return self.pipeline(self.load_image(self.get_data_info(idx)))

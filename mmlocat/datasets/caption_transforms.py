@@ -1,12 +1,41 @@
-"""Caption tokenisation in the data pipeline, with open_clip's tokenizer."""
-from typing import Dict, Optional
+"""Caption tokenisation in the data pipeline, with open_clip's tokenizer.
+
+Captions longer than the context (77 tokens for every CLIP of the shipped
+configs) are truncated exactly as open_clip truncates them (its tokenizer's
+output is used as it is: the BPE tokenizer keeps the first 76 tokens and
+ends with the end-of-text token, HF tokenizers truncate to the context),
+and never silently: :class:`TokenizeCaption` counts them and logs the count
+at the 1st, 10th, 100th, ... truncated caption of each data worker
+(:class:`mmlocat.utils.counted_log.CountedWarning`);
+``tools/misc/check_dataset.py`` counts them for a whole dataset.
+"""
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from mmcv.transforms import BaseTransform
 
 from mmlocat.registry import TRANSFORMS
+from mmlocat.utils.counted_log import CountedWarning
 
-__all__ = ['TokenizeCaption', 'build_open_clip_tokenizer']
+__all__ = ['TokenizeCaption', 'build_open_clip_tokenizer', 'over_length']
+
+
+def over_length(tokenizer, texts: Sequence[str]) -> List[bool]:
+    """Which texts ``tokenizer`` (open_clip's) truncates to its context.
+
+    The tokenizer itself decides: tokenised with a context one token longer,
+    a truncated text fills that last position (it is not padding).
+    Tokenizers with a ``reduction_fn`` (open_clip's random / shuffle /
+    syntax reductions) shorten texts on purpose: nothing counts as
+    truncated for them.
+    """
+    if not texts or getattr(tokenizer, 'reduction_fn', None) is not None:
+        return [False] * len(texts)
+    length = tokenizer.context_length
+    longer = torch.as_tensor(tokenizer(list(texts), context_length=length + 1))
+    inner = getattr(tokenizer, 'tokenizer', None)  # HFTokenizer's own
+    pad = getattr(inner, 'pad_token_id', None) or 0
+    return (longer[:, length] != pad).tolist()
 
 
 def build_open_clip_tokenizer(model_name: Optional[str] = None,
@@ -46,6 +75,8 @@ class TokenizeCaption(BaseTransform):
     ``text_tokens`` (``(L,)`` or ``(n, L)`` int64 token ids).
 
     Pack with ``dict(type='PackInputs', algorithm_keys=['text_tokens'])``.
+    Longer captions are truncated as open_clip truncates them, with a
+    count in the log (see the module doc).
 
     Args:
         model_name: open_clip model name of the text tower.
@@ -61,6 +92,9 @@ class TokenizeCaption(BaseTransform):
         self.tokenizer = build_open_clip_tokenizer(model_name, model_cfg,
                                                    context_length)
         self.model_name = model_name
+        self.truncated = CountedWarning(
+            f'captions longer than {self.tokenizer.context_length} tokens '
+            'truncated as open_clip truncates them')
 
     def transform(self, results: dict) -> dict:
         if 'caption' in results:
@@ -76,6 +110,10 @@ class TokenizeCaption(BaseTransform):
                                  f'{results.get("img_path")}')
         tokens = self.tokenizer(texts)
         tokens = torch.as_tensor(tokens, dtype=torch.long)
+        for text, long in zip(texts, over_length(self.tokenizer, texts)):
+            if long:
+                self.truncated.add(f'{results.get("img_path")}: '
+                                   f'{text[:60]!r}...')
         results['text_tokens'] = tokens[0] if single else tokens
         return results
 

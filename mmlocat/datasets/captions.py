@@ -9,13 +9,27 @@ optional ``webdataset``).
 
 Missing images are never skipped silently: ``missing_images='error'``
 (default) refuses the file, ``'skip'`` drops them with a warning that counts
-and names them. Empty captions are an error.
+and names them. Empty captions are an error. Bytes that are not the file's
+``encoding`` (UTF-8 unless told) are an error naming the file, the line and
+the bytes.
+
+TSV quoting (``TsvCaptionDataset(quoting=...)``): ``'csv'`` (default) reads
+the file as open_clip's ``CsvDataset`` does (pandas ``read_csv`` with
+``sep='\t'``: Python's csv dialect with ``"`` quotes), so a caption in
+double quotes may hold tabs (and ``""`` for a quote); a quote that opens a
+field must close it (a caption that starts with a quote is quoted itself).
+``'none'``: quotes are plain characters and every tab separates columns.
+Either way a row with another number of columns than the header (2
+without a header) is refused naming the file and the line, so a tab inside
+a caption never cuts it silently.
 """
+import csv
+import io
 import json
 import logging
 import os.path as osp
 from collections import OrderedDict
-from typing import Dict, List, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, List, Sequence, Set, Tuple, Union
 
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
@@ -24,10 +38,37 @@ from mmlocat.registry import DATASETS
 
 __all__ = [
     'BaseCaptionDataset', 'CocoCaptionDataset', 'TsvCaptionDataset',
-    'read_image_ids'
+    'decode_text', 'read_text', 'TSV_QUOTING', 'read_image_ids'
 ]
 
 MISSING_POLICIES = ('error', 'skip')
+#: ``TsvCaptionDataset(quoting=...)`` -> the csv module's quoting rule.
+TSV_QUOTING = dict(csv=csv.QUOTE_MINIMAL, none=csv.QUOTE_NONE)
+
+
+def decode_text(data: bytes, encoding: str, where: str) -> str:
+    """``data`` decoded with ``encoding``.
+
+    Raises:
+        ValueError: Naming ``where``, the line and the bytes that are not
+            ``encoding`` (instead of a bare ``UnicodeDecodeError``).
+    """
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        line = data.count(b'\n', 0, err.start) + 1
+        raise ValueError(
+            f'{where}:{line}: bytes {data[err.start:err.end]!r} are not '
+            f'valid {encoding} ({err.reason}); re-encode the file as '
+            f"{encoding} or set encoding= to its encoding (e.g. "
+            "encoding='latin-1')") from None
+
+
+def read_text(path: str, encoding: str = 'utf-8') -> str:
+    """The text of a file, with :func:`decode_text`'s errors."""
+    with open(path, 'rb') as f:
+        return decode_text(f.read(), encoding, path)
+
 
 # (image path relative to the image prefix, caption, where it was read)
 Pair = Tuple[str, str, str]
@@ -80,7 +121,12 @@ class BaseCaptionDataset(BaseDataset):
 
     def load_data_list(self) -> List[dict]:
         self.check_ann_file()
-        pairs = self.read_pairs()
+        try:
+            pairs = self.read_pairs()
+        except UnicodeDecodeError as err:
+            # a reader that decoded by itself: name the file and the line
+            read_text(self.ann_file, err.encoding)
+            raise
         if not pairs:
             raise ValueError(f'{self.ann_file} holds no captions')
         prefix = self.data_prefix.get('img_path', '')
@@ -243,6 +289,10 @@ class TsvCaptionDataset(BaseCaptionDataset):
             column is the path and the second the caption.
         img_key: Column of the image path (with ``header``).
         caption_key: Column of the caption (with ``header``).
+        quoting: ``'csv'`` (default, open_clip's reading) or ``'none'``
+            (see the module doc).
+        encoding: The file's text encoding; a UTF-8 byte-order mark is
+            dropped, as pandas drops it.
         **kwargs: :class:`BaseCaptionDataset` arguments.
     """
 
@@ -251,10 +301,17 @@ class TsvCaptionDataset(BaseCaptionDataset):
                  header: bool = False,
                  img_key: str = 'filepath',
                  caption_key: str = 'title',
+                 quoting: str = 'csv',
+                 encoding: str = 'utf-8',
                  **kwargs) -> None:
+        if quoting not in TSV_QUOTING:
+            raise ValueError(f'quoting must be one of {sorted(TSV_QUOTING)}, '
+                             f'got {quoting!r}')
         self.header = header
         self.img_key = img_key
         self.caption_key = caption_key
+        self.quoting = quoting
+        self.encoding = encoding
         super().__init__(*args, **kwargs)
 
     def _columns(self, first: Sequence[str]) -> Tuple[int, int]:
@@ -266,23 +323,60 @@ class TsvCaptionDataset(BaseCaptionDataset):
                                  f'no column {key!r}')
         return first.index(self.img_key), first.index(self.caption_key)
 
-    def read_pairs(self) -> List[Pair]:
-        with open(self.ann_file, encoding='utf-8') as f:
-            lines = f.read().splitlines()
-        start = 1 if self.header else 0
-        if self.header and not lines:
-            raise ValueError(f'{self.ann_file} is empty (no header)')
-        img_col, cap_col = self._columns(
-            lines[0].split('\t') if self.header else ())
-        pairs = []
-        for lineno, line in enumerate(lines[start:], start=start + 1):
-            if not line.strip():
-                continue
-            cols = line.split('\t')
-            if len(cols) <= max(img_col, cap_col):
+    def rows(self) -> Iterator[Tuple[int, List[str]]]:
+        """``(first line number, fields)`` of each non-blank row."""
+        text = read_text(self.ann_file, self.encoding)
+        reader = csv.reader(
+            io.StringIO(text.lstrip('\ufeff'), newline=''),
+            delimiter='\t',
+            quotechar='"',
+            doublequote=True,
+            quoting=TSV_QUOTING[self.quoting],
+            strict=True)
+        start = 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:
+                reason = str(err).replace('\t', '\\t')
                 raise ValueError(
-                    f'{self.ann_file}:{lineno}: expected '
-                    f'{max(img_col, cap_col) + 1} tab-separated columns, '
-                    f'found {len(cols)}: {line[:80]!r}')
+                    f'{self.ann_file}:{start}: {reason} (quoting='
+                    f"{self.quoting!r}: a field that starts with \" must be "
+                    'quoted to its end, with "" for a quote inside; set '
+                    "quoting='none' if quotes are plain text)") from None
+            if any(field.strip() for field in row):
+                yield start, row
+            start = reader.line_num + 1
+
+    def read_pairs(self) -> List[Pair]:
+        rows = self.rows()
+        columns = 2
+        img_col, cap_col = 0, 1
+        if self.header:
+            first = next(rows, None)
+            if first is None:
+                raise ValueError(f'{self.ann_file} is empty (no header)')
+            img_col, cap_col = self._columns(first[1])
+            columns = len(first[1])
+        pairs = []
+        for lineno, cols in rows:
+            if len(cols) != columns:
+                raise ValueError(
+                    f'{self.ann_file}:{lineno}: expected {columns} '
+                    f'tab-separated columns, found {len(cols)}'
+                    f'{self._column_hint(len(cols) > columns)}: '
+                    f'{"|".join(cols)[:80]!r}')
             pairs.append((cols[img_col], cols[cap_col], f'line {lineno}'))
         return pairs
+
+    def _column_hint(self, more: bool) -> str:
+        if not more:
+            return ' (a missing column)'
+        if self.quoting == 'none':
+            return (" (a tab inside a caption? with quoting='none' every "
+                    "tab separates columns: quote the caption and use "
+                    "quoting='csv')")
+        return (' (a tab inside a caption? put the caption in double '
+                'quotes)')

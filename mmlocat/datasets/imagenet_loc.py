@@ -7,22 +7,34 @@ of the image; object discovery (CorLoc) uses VOC07 / VOC12 / COCO boxes.
 :class:`ImageNetLocDataset` reads Pascal-VOC style XML (the ILSVRC LOC and
 VOC layouts) next to an mmpretrain image folder; :class:`CocoBoxesDataset`
 reads COCO-format boxes. Both put ``gt_bboxes`` (``(n, 4)`` float32,
-``x1, y1, x2, y2`` pixel edges of the original image) into each data info.
+``x1, y1, x2, y2`` pixel edges of the original image) and, where the
+annotation states it, ``ann_img_shape`` (its ``(height, width)``, for
+:class:`~mmlocat.datasets.CheckAnnotatedSize`) into each data info.
+
+For CorLoc nothing is dropped silently: an image without any box is an
+error by default (``without_boxes``; LOST's evaluation cannot score one
+either), and ``expected_num_images`` refuses a set of another size than
+the protocol's (VOC07 / VOC12 trainval 5011 / 11540, COCO20k 19817).
 """
+import logging
 import os.path as osp
 import xml.etree.ElementTree as ET
 from typing import List, Optional, Tuple
 
 import numpy as np
 from mmengine.fileio import list_from_file, load
+from mmengine.logging import print_log
 from mmpretrain.datasets import BaseDataset, CustomDataset
 
 from mmlocat.registry import DATASETS
 
 __all__ = [
     'parse_loc_xml', 'keep_single_small', 'ImageNetLocDataset',
-    'CocoBoxesDataset'
+    'CocoBoxesDataset', 'WITHOUT_BOXES'
 ]
+
+#: What the box datasets do with an image without any box.
+WITHOUT_BOXES = ('error', 'skip', 'keep')
 
 
 def parse_loc_xml(path: str,
@@ -96,10 +108,51 @@ def _image_hw(path: str) -> Tuple[int, int]:
         return img.height, img.width
 
 
-def _check_ratio(max_area_ratio: float) -> None:
+def _check_args(max_area_ratio: float, without_boxes: str,
+                expected_num_images: Optional[int]) -> None:
     if not 0 < max_area_ratio <= 1:
         raise ValueError(
             f'max_area_ratio must be in (0, 1], got {max_area_ratio}')
+    if without_boxes not in WITHOUT_BOXES:
+        raise ValueError(f'without_boxes must be one of {WITHOUT_BOXES}, '
+                         f'got {without_boxes!r}')
+    if expected_num_images is not None and (int(expected_num_images)
+                                            != expected_num_images
+                                            or expected_num_images <= 0):
+        raise ValueError('expected_num_images must be a positive int or '
+                         f'None, got {expected_num_images!r}')
+
+
+def _without_boxes(infos: List[dict], policy: str, source: str) -> List[dict]:
+    """Apply the ``without_boxes`` policy, naming and counting them."""
+    empty = [info['img_path'] for info in infos if not len(info['gt_bboxes'])]
+    if not empty:
+        return infos
+    msg = (f'{source}: {len(empty)} of {len(infos)} images have no box, '
+           f'e.g. {empty[:10]}')
+    if policy == 'error':
+        raise ValueError(
+            msg + "; set without_boxes='skip' to drop them or 'keep' to "
+            'score them (a CorLoc miss each)')
+    print_log(
+        msg + (f'; dropped (without_boxes={policy!r})' if policy == 'skip' else
+               f'; kept, each a CorLoc miss (without_boxes={policy!r})'),
+        logger='current',
+        level=logging.WARNING)
+    if policy == 'skip':
+        return [info for info in infos if len(info['gt_bboxes'])]
+    return infos
+
+
+def _check_count(infos: List[dict], expected: Optional[int],
+                 source: str) -> None:
+    """Refuse a set of another size than the protocol's."""
+    if expected is not None and len(infos) != expected:
+        raise ValueError(
+            f'{source}: {len(infos)} images, expected {expected} '
+            "(expected_num_images, the protocol's count); a partial or "
+            'other set is not comparable with the published CorLoc. Set '
+            'expected_num_images=None to evaluate it anyway')
 
 
 @DATASETS.register_module()
@@ -126,6 +179,13 @@ class ImageNetLocDataset(CustomDataset):
         img_suffix: Appended to ``ann_file`` entries without an extension.
         missing_boxes: ``'error'`` (default) or ``'skip'`` images without
             an XML file.
+        without_boxes: An image whose XML has no object (and that the PiB
+            filter does not drop): ``'error'`` (default), ``'skip'`` or
+            ``'keep'`` (a CorLoc miss); the last two warn with their count
+            and names.
+        expected_num_images: Refuse the set unless it has this many images
+            after the filters (VOC07 trainval: 5011, VOC12: 11540); None
+            skips the check.
         **kwargs: Arguments of ``CustomDataset`` (``data_root``,
             ``data_prefix``, ``ann_file``, ``with_label``, ``pipeline``, ...).
     """
@@ -138,8 +198,10 @@ class ImageNetLocDataset(CustomDataset):
                  skip_difficult: bool = False,
                  img_suffix: Optional[str] = None,
                  missing_boxes: str = 'error',
+                 without_boxes: str = 'error',
+                 expected_num_images: Optional[int] = None,
                  **kwargs) -> None:
-        _check_ratio(max_area_ratio)
+        _check_args(max_area_ratio, without_boxes, expected_num_images)
         if missing_boxes not in ('error', 'skip'):
             raise ValueError("missing_boxes must be 'error' or 'skip', got "
                              f'{missing_boxes!r}')
@@ -150,6 +212,8 @@ class ImageNetLocDataset(CustomDataset):
         self.skip_difficult = skip_difficult
         self.img_suffix = img_suffix
         self.missing_boxes = missing_boxes
+        self.without_boxes = without_boxes
+        self.expected_num_images = expected_num_images
         super().__init__(**kwargs)
 
     def _box_dir(self) -> str:
@@ -199,12 +263,17 @@ class ImageNetLocDataset(CustomDataset):
                 if not keep_single_small(boxes, hw, self.max_area_ratio):
                     continue
             info['gt_bboxes'] = boxes
+            if size is not None:
+                info['ann_img_shape'] = size
             kept.append(info)
+        source = self.ann_file or self.img_prefix
+        kept = _without_boxes(kept, self.without_boxes, source)
         if not kept:
             raise RuntimeError(
                 f'no image left in {self.img_prefix} after the box filter '
                 f'(filter_single_small={self.filter_single_small}, '
                 f'max_area_ratio={self.max_area_ratio})')
+        _check_count(kept, self.expected_num_images, source)
         return kept
 
 
@@ -214,8 +283,9 @@ class CocoBoxesDataset(BaseDataset):
 
     ``ann_file`` is a COCO ``instances`` JSON (also what mmdet's
     ``pascal_voc.py`` converter writes for VOC); ``bbox`` ``[x, y, w, h]``
-    becomes ``x1, y1, x2, y2``; crowd boxes are ignored. Labels are not
-    used (``gt_label`` is not set).
+    becomes ``x1, y1, x2, y2``; crowd boxes are ignored (LOST's COCO20k
+    evaluation drops them too). Labels are not used (``gt_label`` is not
+    set).
 
     Args:
         ann_file: COCO JSON (relative to ``data_root``).
@@ -223,7 +293,15 @@ class CocoBoxesDataset(BaseDataset):
         filter_single_small: Keep only images with exactly one box whose
             area is < ``max_area_ratio`` of the image.
         max_area_ratio: Area bound of the filter.
-        drop_empty: Drop images without any (non-crowd) box.
+        round_boxes: Round ``x``, ``y``, ``x + w``, ``y + h`` to integers
+            (half to even, Python's ``round``), as LOST's COCO20k
+            evaluation (``extract_gt_COCO``); False keeps the floats.
+        without_boxes: An image without any non-crowd box (that the PiB
+            filter does not drop): ``'error'`` (default), ``'skip'`` or
+            ``'keep'`` (a CorLoc miss); the last two warn with their count
+            and names.
+        expected_num_images: Refuse the set unless it has this many images
+            after the filters (COCO20k: 19817); None skips the check.
         **kwargs: Other ``BaseDataset`` arguments (``data_root``,
             ``pipeline``, ``test_mode``, ...).
     """
@@ -232,12 +310,16 @@ class CocoBoxesDataset(BaseDataset):
                  ann_file: str,
                  filter_single_small: bool = False,
                  max_area_ratio: float = 0.25,
-                 drop_empty: bool = True,
+                 round_boxes: bool = False,
+                 without_boxes: str = 'error',
+                 expected_num_images: Optional[int] = None,
                  **kwargs) -> None:
-        _check_ratio(max_area_ratio)
+        _check_args(max_area_ratio, without_boxes, expected_num_images)
         self.filter_single_small = filter_single_small
         self.max_area_ratio = max_area_ratio
-        self.drop_empty = drop_empty
+        self.round_boxes = round_boxes
+        self.without_boxes = without_boxes
+        self.expected_num_images = expected_num_images
         super().__init__(ann_file=ann_file, **kwargs)
 
     def load_data_list(self) -> List[dict]:
@@ -259,13 +341,14 @@ class CocoBoxesDataset(BaseDataset):
             if w < 0 or h < 0:
                 raise ValueError(f'annotation {ann.get("id")} has a negative'
                                  f' box size {ann["bbox"]}')
-            boxes[ann['image_id']].append([x, y, x + w, y + h])
+            box = [x, y, x + w, y + h]  # float64 sums, as LOST's
+            if self.round_boxes:
+                box = [float(round(v)) for v in box]
+            boxes[ann['image_id']].append(box)
         data_list = []
         for img in coco['images']:
             img_boxes = np.array(boxes[img['id']], np.float32).reshape(-1, 4)
-            if self.drop_empty and len(img_boxes) == 0:
-                continue
-            hw = (img['height'], img['width'])
+            hw = (int(img['height']), int(img['width']))
             if self.filter_single_small and not keep_single_small(
                     img_boxes, hw, self.max_area_ratio):
                 continue
@@ -273,8 +356,12 @@ class CocoBoxesDataset(BaseDataset):
                 dict(
                     img_path=osp.join(self.img_prefix, img['file_name']),
                     img_id=img['id'],
-                    gt_bboxes=img_boxes))
+                    gt_bboxes=img_boxes,
+                    ann_img_shape=hw))
+        data_list = _without_boxes(data_list, self.without_boxes,
+                                   self.ann_file)
         if not data_list:
             raise RuntimeError(f'no image left in {self.ann_file} after the '
                                'box filters')
+        _check_count(data_list, self.expected_num_images, self.ann_file)
         return data_list

@@ -9,12 +9,12 @@ import copy
 import json
 import os
 import os.path as osp
-from typing import Dict, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 __all__ = [
     'OV_COCO_BASE_CLASSES', 'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES',
-    'OV_COCO_TRAIN_FILE', 'OV_COCO_VAL_FILE', 'make_ov_coco_split',
-    'make_ov_coco_files'
+    'OV_COCO_TRAIN_FILE', 'OV_COCO_VAL_FILE', 'SPLIT_LABELS',
+    'make_ov_coco_split', 'make_ov_coco_files', 'split_base_names'
 ]
 
 OV_COCO_BASE_CLASSES = ('person', 'bicycle', 'car', 'motorcycle', 'train',
@@ -30,6 +30,11 @@ OV_COCO_NOVEL_CLASSES = ('airplane', 'bus', 'cat', 'dog', 'cow', 'elephant',
                          'umbrella', 'tie', 'snowboard', 'skateboard', 'cup',
                          'knife', 'cake', 'couch', 'keyboard', 'sink',
                          'scissors')
+
+#: The ``split`` labels of OV split-file categories and what they mean:
+#: ``base`` / ``novel`` (ours, mmdet's) and OVR-CNN's ``seen`` / ``unseen``
+#: (kept by the split files of CLIPSelf's F-ViT and Detic).
+SPLIT_LABELS = dict(base='base', seen='base', novel='novel', unseen='novel')
 
 OV_COCO_TRAIN_FILE = 'instances_train2017_seen_2.json'
 OV_COCO_VAL_FILE = 'instances_val2017_all_2.json'
@@ -75,6 +80,40 @@ def _filter(coco: Dict, keep_names, split_of) -> Dict:
     out['annotations'] = anns
     out['categories'] = cats
     return out
+
+
+def split_base_names(categories: Sequence[Dict],
+                     source: str = 'the annotation file') -> List[str]:
+    """The base class names of split-file categories (with ``split``).
+
+    ``base`` and OVR-CNN's ``seen`` are base, ``novel`` and ``unseen``
+    novel (:data:`SPLIT_LABELS`); names come in the given order.
+
+    Args:
+        categories: COCO-style category dicts, each with ``name`` and
+            ``split``.
+        source: Name of the file in error messages.
+
+    Raises:
+        ValueError: A category without ``split`` or with another label, or
+            no base category at all (never an empty base list).
+    """
+    base, labels = [], set()
+    for cat in categories:
+        label = cat.get('split')
+        if label not in SPLIT_LABELS:
+            raise ValueError(
+                f'{source}: category {cat.get("id")} ({cat.get("name")!r}) '
+                f'has split {label!r}; expected one of {sorted(SPLIT_LABELS)}'
+                ' (base/novel, or OVR-CNN\'s seen/unseen) on every category')
+        labels.add(label)
+        if SPLIT_LABELS[label] == 'base':
+            base.append(cat['name'])
+    if not base:
+        raise ValueError(
+            f'{source}: no base category (split labels {sorted(labels)}); '
+            'an OV split file needs base (or seen) categories')
+    return base
 
 
 def make_ov_coco_split(coco: Dict,

@@ -24,13 +24,15 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .ov_coco import split_base_names
+
 __all__ = [
     'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES',
     'IMAGENET_TEMPLATES', 'SINGLE_TEMPLATE', 'TEMPLATE_SETS', 'BACKGROUND',
     'sidecar_path', 'fvit_prompts', 'plain_prompts', 'build_class_embeddings',
     'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
     'read_text_model', 'resolve_class_names', 'names_from_annotations',
-    'config_class_names'
+    'config_class_names', 'read_clipself_embeddings', 'save_base_classes'
 ]
 
 BACKGROUND = 'background'
@@ -138,7 +140,7 @@ def read_class_names(path: str) -> List[str]:
         with open(path, encoding='utf-8') as f:
             names = json.load(f)
         if isinstance(names, dict) and 'categories' in names:
-            names = names_from_annotations(names)[0]
+            names = names_from_annotations(names, path)[0]
         elif isinstance(names, dict) and 'classes' in names:
             names = names['classes']  # an embedding sidecar
     else:
@@ -342,19 +344,24 @@ def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
     return list(dataset.METAINFO['classes'])
 
 
-def names_from_annotations(ann: dict) -> Tuple[List[str], List[str]]:
+def names_from_annotations(
+        ann: dict,
+        source: str = 'the annotation dict') -> Tuple[List[str], List[str]]:
     """``(all names, base names)`` of a COCO/LVIS annotation dict, in
     category-id order (the label order of mmdet's datasets).
 
-    Base classes are those with ``split == 'base'`` (OV-COCO split files)
-    or LVIS ``frequency`` ``'f'``/``'c'``; with neither field, all.
+    Base classes are those with ``split`` ``'base'`` or OVR-CNN's
+    ``'seen'`` (OV-COCO split files, :func:`~mmlocat.datasets.ov_coco.
+    split_base_names`: other labels or no base class are an error naming
+    ``source``) or LVIS ``frequency`` ``'f'``/``'c'``; with neither field,
+    all.
     """
     if 'categories' not in ann:
         raise ValueError('not a COCO/LVIS annotation dict: no categories')
     cats = sorted(ann['categories'], key=lambda c: c['id'])
     names = [c['name'] for c in cats]
     if any('split' in c for c in cats):
-        base = [c['name'] for c in cats if c.get('split') == 'base']
+        base = split_base_names(cats, source)
     elif any('frequency' in c for c in cats):
         base = [c['name'] for c in cats if c.get('frequency') in ('f', 'c')]
     else:
@@ -390,3 +397,72 @@ def config_class_names(cfg) -> List[str]:
         background = model.get('background_class', BACKGROUND)
         classes = [c for c in classes if c != background]
     return classes
+
+
+def read_clipself_embeddings(
+        path: str,
+        class_names: Sequence[str],
+        names_source: str = 'the class names',
+        background: bool = True) -> Tuple[np.ndarray, List[str]]:
+    """Rows of a CLIPSelf F-ViT embedding file for ``class_names``.
+
+    CLIPSelf's F-ViT (https://arxiv.org/abs/2310.01403, github
+    wusize/CLIPSelf ``F-ViT/datasets/embeddings/*.pt``) ships its text
+    embeddings as a ``torch.save``'d dict ``{class name: (D,) tensor}``
+    (e.g. COCO's 80 classes plus ``'background'``); its box head takes the
+    rows of the names in its class json (``mscoco_65_classes.json``,
+    ``lvis_v1_all_classes.json``), in that order, then ``'background'``.
+    This reads them the same way, for :func:`save_text_embeddings`.
+
+    Args:
+        path: The ``.pt`` file.
+        class_names: The classes, in label order.
+        names_source: Where ``class_names`` come from, for messages.
+        background: Append the ``'background'`` row (F-ViT's head needs
+            it).
+
+    Returns:
+        ``(rows (C[+1], D) float32, names)`` with ``'background'`` last.
+
+    Raises:
+        ValueError: Not such a dict, rows of different widths, or a class
+            (or the background) without a row; names both sources.
+    """
+    # torch is needed by this format only
+    from mmlocat.utils.checkpoint_io import read_checkpoint
+    table = read_checkpoint(path)
+    if (not isinstance(table, dict) or not table or not all(
+            isinstance(k, str) and getattr(v, 'ndim', None) == 1
+            for k, v in table.items())):
+        found = type(table).__name__
+        if isinstance(table, dict):
+            found = f'a dict with keys {list(table)[:5]}'
+        raise ValueError(
+            f'{path} is not a CLIPSelf embedding file (a dict of class name '
+            f'-> 1-D tensor); found {found}')
+    widths = {int(v.shape[0]) for v in table.values()}
+    if len(widths) != 1:
+        raise ValueError(f'{path} holds rows of widths {sorted(widths)}')
+    names = list(class_names) + ([BACKGROUND] if background else [])
+    if len(set(names)) != len(names):
+        raise ValueError(f'{names_source} has duplicate class names')
+    missing = [n for n in names if n not in table]
+    if missing:
+        raise ValueError(
+            f'{path} has no row for {len(missing)} of the {len(names)} '
+            f'classes of {names_source}: {missing[:10]}'
+            f'{"..." if len(missing) > 10 else ""} (it holds {len(table)}: '
+            f'{list(table)[:5]}...)')
+    rows = np.stack([table[n].float().numpy() for n in names])
+    if not np.all(np.isfinite(rows)):
+        raise ValueError(f'{path} holds NaN or infinite values')
+    return rows.astype(np.float32), names
+
+
+def save_base_classes(npy_path: str, base: Sequence[str]) -> str:
+    """Write the base classes next to an embedding file: ``X.npy`` ->
+    ``X.base.json`` (a name list, read as ``base_class_names``)."""
+    path = osp.splitext(npy_path)[0] + '.base.json'
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(list(base), f, indent=0)
+    return path

@@ -24,7 +24,7 @@ from .shapes import NO_CLASS, draw_scene
 
 __all__ = [
     'write_ade20k', 'write_coco_stuff', 'write_pascal_context', 'ADE20K_OWNED',
-    'COCO_STUFF_OWNED', 'PASCAL_CONTEXT_OWNED'
+    'COCO_STUFF_OWNED', 'PASCAL_CONTEXT_OWNED', 'ade20k_file'
 ]
 
 # Top-level entries under ``root`` that each writer creates (and that a
@@ -91,6 +91,18 @@ def write_ade20k(root: str,
         val_ann_dir='annotations/validation',
         num_classes=150,
         active_classes=sorted(things + stuff))
+
+
+def ade20k_file(data_root: str,
+                kind: str,
+                index: int,
+                split: str = 'train') -> str:
+    """Path of image (``kind='img'``) or label PNG (``'ann'``) number
+    ``index`` (1-based, as ADE20K numbers them) of ``split`` ('train' or
+    'val') in a :func:`write_ade20k` set."""
+    sub, ext = ('images', 'jpg') if kind == 'img' else ('annotations', 'png')
+    folder = 'training' if split == 'train' else 'validation'
+    return osp.join(data_root, sub, folder, f'ADE_{split}_{index:08d}.{ext}')
 
 
 def write_coco_stuff(root: str,

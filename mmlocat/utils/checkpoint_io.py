@@ -15,15 +15,17 @@ import struct
 import sys
 import zipfile
 from collections import OrderedDict
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
+from typing import (Callable, Dict, Iterable, List, NamedTuple, Optional,
+                    Sequence)
 
 import torch
 from torch import nn
 
 __all__ = [
-    'read_state_dict', 'save_checkpoint', 'strip_prefix', 'LoadReport',
-    'load_state_dict_reported', 'sniff_checkpoint', 'check_finite',
-    'unwrap_state_dict', 'run_cli', 'CLI_ERRORS', 'save_converted'
+    'read_checkpoint', 'read_state_dict', 'save_checkpoint', 'strip_prefix',
+    'LoadReport', 'load_state_dict_reported', 'sniff_checkpoint',
+    'check_finite', 'unwrap_state_dict', 'run_cli', 'CLI_ERRORS',
+    'save_converted'
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
@@ -112,10 +114,11 @@ def _read_safetensors(path: str) -> dict:
                          f'(truncated or corrupt?): {e}') from e
 
 
-def _read_torch(path: str, kind: str) -> object:
+def _read_torch(path: str, kind: str, safe_globals: Sequence = ()) -> object:
     try:
         # a file object: torch would go by a '.safetensors' name otherwise
-        with open(path, 'rb') as f:
+        with open(path, 'rb') as f, torch.serialization.safe_globals(
+                list(safe_globals)):
             return torch.load(f, map_location='cpu', weights_only=True)
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as e:
         raise ValueError(f'{path} is a PyTorch file that cannot be read '
@@ -176,6 +179,32 @@ def check_finite(state_dict: Dict[str, torch.Tensor], source: str) -> None:
                          f'tensor(s): {_short(bad)}; refusing to use it')
 
 
+def read_checkpoint(path: str, safe_globals: Sequence = ()) -> object:
+    """Read what a PyTorch or safetensors file holds, without unwrapping.
+
+    PyTorch files are read with the weights-only unpickler; ``safe_globals``
+    allows more plain types for this read only (e.g. ``argparse.Namespace``,
+    the ``args`` a DINO training checkpoint stores).
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: If the file is empty, corrupt, a TorchScript archive or
+            not a checkpoint (:func:`sniff_checkpoint`).
+    """
+    if not osp.exists(path):
+        raise FileNotFoundError(f'checkpoint not found: {path}')
+    if not osp.isfile(path):
+        raise ValueError(f'{path} is a directory, not a checkpoint file')
+    kind = sniff_checkpoint(path)
+    if kind == 'torchscript':
+        raise ValueError(f'{path} is a TorchScript archive (torch.jit.save), '
+                         'not a state dict; only clip2mmlocat reads those '
+                         '(OpenAI CLIP releases)')
+    if kind == 'safetensors':
+        return _read_safetensors(path)
+    return _read_torch(path, kind, safe_globals)
+
+
 def read_state_dict(path: str,
                     finite: bool = True) -> 'OrderedDict[str, torch.Tensor]':
     """Read a state dict from a PyTorch or safetensors file.
@@ -197,20 +226,7 @@ def read_state_dict(path: str,
             not a checkpoint, holds no state dict of tensors or (with
             ``finite``) holds NaN / inf weights.
     """
-    if not osp.exists(path):
-        raise FileNotFoundError(f'checkpoint not found: {path}')
-    if not osp.isfile(path):
-        raise ValueError(f'{path} is a directory, not a checkpoint file')
-    kind = sniff_checkpoint(path)
-    if kind == 'torchscript':
-        raise ValueError(f'{path} is a TorchScript archive (torch.jit.save), '
-                         'not a state dict; only clip2mmlocat reads those '
-                         '(OpenAI CLIP releases)')
-    if kind == 'safetensors':
-        obj = _read_safetensors(path)
-    else:
-        obj = _read_torch(path, kind)
-    state_dict = unwrap_state_dict(obj, path)
+    state_dict = unwrap_state_dict(read_checkpoint(path), path)
     if finite:
         check_finite(state_dict, path)
     return state_dict

@@ -10,6 +10,12 @@ lenient loader (which only warns and may leave every weight random):
   (LocAtViT: ``'attn.gaug.'``, only when the checkpoint holds no GAug key at
   all, i.e. a plain ViT) and the optional ``allowed_missing`` substrings of
   ``init_cfg``;
+* the keys allowed to be left over are explicit too: the parts of the
+  checkpoint's network that the backbone's configuration does not build
+  (``expected_unused``: e.g. the final norm ``ln1`` with
+  ``final_norm=False``, declared by each backbone's
+  ``expected_unused_keys()``) are dropped with one log line naming them;
+  any other checkpoint key the model lacks is still an error;
 * a checkpoint whose keys all carry a prefix the model lacks (what every
   converter writes: ``backbone.*``) is an error naming the fix;
 * a shape mismatch is an error; position embeddings are still resized by
@@ -19,7 +25,7 @@ lenient loader (which only warns and may leave every weight random):
 for ``tools/test.py``.
 """
 from collections import Counter, OrderedDict
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
@@ -29,7 +35,8 @@ from .checkpoint_io import (LoadReport, load_state_dict_reported,
 
 __all__ = [
     'pretrained_init_cfg', 'is_pretrained_cfg', 'read_checkpoint',
-    'select_prefix', 'load_pretrained', 'check_checkpoint_covers'
+    'select_prefix', 'drop_expected_unused', 'load_pretrained',
+    'check_checkpoint_covers'
 ]
 
 _INIT_CFG_KEYS = ('type', 'checkpoint', 'prefix', 'map_location',
@@ -152,10 +159,62 @@ def select_prefix(state_dict: Dict[str, torch.Tensor],
     return state_dict
 
 
-def load_pretrained(module: nn.Module,
-                    init_cfg: dict,
-                    new_key_groups: Sequence[str] = (),
-                    logger=None) -> LoadReport:
+def _names_part(key: str, part: str) -> bool:
+    """Whether ``key`` is the parameter ``part`` or lies in module ``part``.
+    """
+    return key == part or key.startswith(part + '.')
+
+
+def drop_expected_unused(state_dict: Dict[str, torch.Tensor],
+                         expected_unused: Mapping[str, str],
+                         model_keys: Iterable[str],
+                         source: str,
+                         model_name: str = 'the model',
+                         logger=None) -> Dict[str, torch.Tensor]:
+    """Drop the checkpoint keys a configuration deliberately does not use.
+
+    A key is dropped only if the model does not have it and it is the
+    parameter or lies in the module named by a key of ``expected_unused``
+    (``'ln1'`` matches ``ln1.weight``, never ``layers.0.ln1.weight``). All
+    dropped keys are named in one log line, with the reasons.
+
+    Args:
+        state_dict: Checkpoint tensors (after the prefix is stripped).
+        expected_unused: Top-level parameter / module names the model does
+            not build, mapped to why (e.g. ``{'ln1': 'final_norm=False'}``).
+        model_keys: The model's state-dict keys.
+        source: Checkpoint name for the log line.
+        model_name: Model name for the log line.
+        logger: Logger (default: print).
+
+    Returns:
+        ``state_dict`` without the dropped keys.
+    """
+    model_keys = set(model_keys)
+    dropped = {}
+    for key in state_dict:
+        if key in model_keys:
+            continue
+        part = next((p for p in expected_unused if _names_part(key, p)), None)
+        if part is not None:
+            dropped[key] = part
+    if not dropped:
+        return state_dict
+    reasons = '; '.join(f'{part}: {expected_unused[part]}'
+                        for part in dict.fromkeys(dropped.values()))
+    (logger.info if logger is not None else print)(
+        f'{model_name} does not use {len(dropped)} tensor(s) of {source} '
+        f'({reasons}); left out: {sorted(dropped)}')
+    return OrderedDict(
+        (k, v) for k, v in state_dict.items() if k not in dropped)
+
+
+def load_pretrained(
+        module: nn.Module,
+        init_cfg: dict,
+        new_key_groups: Sequence[str] = (),
+        logger=None,
+        expected_unused: Optional[Mapping[str, str]] = None) -> LoadReport:
     """Load ``init_cfg=dict(type='Pretrained', ...)`` strictly.
 
     Args:
@@ -168,6 +227,11 @@ def load_pretrained(module: nn.Module,
             a plain checkpoint: allowed to be missing only when the
             checkpoint holds none of them (all new, never half-loaded).
         logger: Logger for the load report (default: print).
+        expected_unused: Top-level parameter / module names of the
+            checkpoint's network that this configuration does not build,
+            mapped to why (a backbone's ``expected_unused_keys()``); those
+            checkpoint keys are dropped with one log line (see
+            :func:`drop_expected_unused`). Any other unexpected key raises.
 
     Returns:
         The :class:`LoadReport`.
@@ -185,9 +249,12 @@ def load_pretrained(module: nn.Module,
         raise ValueError("init_cfg=dict(type='Pretrained') needs checkpoint=")
     checkpoint = init_cfg['checkpoint']
     name = type(module).__name__
+    model_keys = module.state_dict().keys()
     state_dict = select_prefix(
-        read_checkpoint(checkpoint), init_cfg.get('prefix'),
-        module.state_dict().keys(), checkpoint, name)
+        read_checkpoint(checkpoint), init_cfg.get('prefix'), model_keys,
+        checkpoint, name)
+    state_dict = drop_expected_unused(state_dict, expected_unused or {},
+                                      model_keys, checkpoint, name, logger)
     allowed = list(init_cfg.get('allowed_missing', ()))
     allowed += [
         group for group in new_key_groups
@@ -201,10 +268,13 @@ def load_pretrained(module: nn.Module,
         source=checkpoint)
 
 
-def check_checkpoint_covers(model: nn.Module,
-                            checkpoint: str,
-                            allow_partial: bool = False,
-                            logger=None) -> Optional[LoadReport]:
+def check_checkpoint_covers(
+    model: nn.Module,
+    checkpoint: str,
+    allow_partial: bool = False,
+    logger=None,
+    state_dict: Optional[Dict[str,
+                              torch.Tensor]] = None) -> Optional[LoadReport]:
     """Refuse to evaluate ``model`` with a checkpoint that leaves it random.
 
     Loads ``checkpoint`` (an mmengine training checkpoint or a converted
@@ -218,6 +288,10 @@ def check_checkpoint_covers(model: nn.Module,
         allow_partial: Report, but do not refuse, missing keys and shape
             mismatches (``tools/test.py --allow-partial-checkpoint``).
         logger: Logger for the report (default: print).
+        state_dict: The checkpoint's tensors when the caller has already
+            read them with :func:`read_checkpoint` (``tools/infer.py``
+            reads before it builds anything); ``checkpoint`` then only
+            names them.
 
     Returns:
         The report, or ``None`` when ``allow_partial`` let a shape mismatch
@@ -227,7 +301,9 @@ def check_checkpoint_covers(model: nn.Module,
         RuntimeError: Unless ``allow_partial``, if the checkpoint does not
             cover the model.
     """
-    state_dict = strip_prefix(read_checkpoint(checkpoint), ['module.'])
+    if state_dict is None:
+        state_dict = read_checkpoint(checkpoint)
+    state_dict = strip_prefix(state_dict, ['module.'])
     try:
         return load_state_dict_reported(
             model,

@@ -7,6 +7,7 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
+from _cfg_diff import diff
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
@@ -133,35 +134,97 @@ def test_coarse_seg_config(name):
     assert backbone.arch == ('b' if '-b_' in name else 'deit-small')
     dino = 'dino' in name
     assert backbone.pos_embed_resample == ('dino' if dino else 'host')
-    assert backbone.patch_cfg == dict(padding=0 if dino else 'corner')
+    # LOST's geometry for every tower: zero padding to a multiple of 16
+    assert backbone.patch_cfg == dict(padding='corner')
     assert cfg.test_evaluator == [
         dict(type='mmlocat.CoarseSegIoU', patch_size=16)
     ]
     data = cfg.test_dataloader.dataset
     assert data.type == 'mmseg.PascalVOCDataset'
     assert data.ann_file == 'ImageSets/Segmentation/val.txt'
-    assert [s['type'] for s in data.pipeline
-            ] == ['LoadImageFromFile', 'mmseg.LoadAnnotations', 'PackInputs']
+    assert [s['type'] for s in data.pipeline] == [
+        'LoadImageFromFile', 'mmseg.LoadAnnotations',
+        'mmlocat.CheckAnnotatedSize', 'PackInputs'
+    ]
+    assert data.pipeline[0]['color_type'] == 'color_ignore_orientation'
+    _assert_padded_grid(cfg)
+
+
+def _assert_padded_grid(cfg):
+    """A 375x500 VOC image gives LOST's 24x32 grid (not 23x31)."""
     from mmpretrain.registry import MODELS
     init_default_scope('mmpretrain')
-    backbone.arch = dict(
+    cfg.model.backbone.arch = dict(
         embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64)
+    cfg.model.backbone.init_cfg = None
     model = MODELS.build(cfg.model).eval()
     with torch.no_grad():
-        (pred, ) = model.predict(torch.rand(1, 3, 64, 80))
-    assert pred.patch_score.shape == (4, 5)
+        (pred, ) = model.predict(torch.rand(1, 3, 375, 500))
+    assert pred.patch_score.shape == (24, 32)
 
 
-@pytest.mark.parametrize('name, dataset, root', [
-    ('corloc_dino-s_voc12.py', 'mmlocat.ImageNetLocDataset',
-     'data/VOCdevkit/VOC2012'),
-    ('corloc_dino-s_coco20k.py', 'mmlocat.CocoBoxesDataset', 'data/coco'),
-])
-def test_corloc_configs(name, dataset, root):
-    cfg = _load(name)
+CORLOC = {
+    'voc07': ('mmlocat.ImageNetLocDataset', 'data/VOCdevkit/VOC2007', 5011),
+    'voc12': ('mmlocat.ImageNetLocDataset', 'data/VOCdevkit/VOC2012', 11540),
+    'coco20k': ('mmlocat.CocoBoxesDataset', 'data/coco', 19817),
+}
+
+
+@pytest.mark.parametrize('dataset', list(CORLOC))
+@pytest.mark.parametrize('weights', ['dino', 'last-dino0080'])
+def test_corloc_configs(dataset, weights):
+    """LOST's evaluation: padded full-resolution input, PIL decoding
+    without EXIF rotation checked against the annotated size, every image
+    of the protocol's set, the seed's 4-connected component; COCO20k boxes
+    rounded. The released-weights twin changes only the checkpoint."""
+    cfg = _load(f'corloc_{weights}-s_{dataset}.py')
     base = _load('corloc_dino-s_voc07.py')
-    assert cfg.model == base.model
-    assert cfg.test_evaluator == base.test_evaluator
+    data_type, root, count = CORLOC[dataset]
+    backbone = cfg.model.backbone
+    assert backbone.patch_cfg == dict(padding='corner')
+    assert backbone.pos_embed_resample == 'dino'
+    assert backbone.pooling == 'lazy_strike'
+    assert cfg.test_evaluator == [
+        dict(
+            type='mmlocat.CorLoc',
+            patch_size=16,
+            iou_thr=0.5,
+            component='seed',
+            connectivity=4)
+    ]
     data = cfg.test_dataloader.dataset
-    assert data.type == dataset and data.data_root == root
-    assert data.pipeline == base.test_pipeline
+    assert data.type == data_type and data.data_root == root
+    assert data.expected_num_images == count
+    assert data.get('without_boxes', 'error') == 'error'
+    assert data.get('round_boxes', False) == (dataset == 'coco20k')
+    assert data.get('filter_single_small') in (None, False)
+    assert data.get('skip_difficult', False) is False  # every VOC object
+    assert data.pipeline == base.test_pipeline == [
+        dict(
+            type='LoadImageFromFile',
+            color_type='color_ignore_orientation',
+            imdecode_backend='pillow'),
+        dict(type='mmlocat.CheckAnnotatedSize'),
+        dict(type='PackInputs', algorithm_keys=('gt_bboxes', )),
+    ]
+    if weights == 'dino':
+        assert cfg.model == base.model
+        _assert_padded_grid(cfg)
+    else:
+        twin = _load(f'corloc_dino-s_{dataset}.py').to_dict()
+        changed = diff(twin, cfg.to_dict())
+        init = {
+            'type.': 'Pretrained',
+            'checkpoint.': 'checkpoints/last-dino0080-s_mmlocat.pth',
+            'prefix.': 'backbone.'
+        }
+        assert changed == {
+            **{
+                f'model.backbone.init_cfg.{k}': (None, v)
+                for k, v in init.items()
+            },
+            **{
+                f'last_dino0080_init.{k}': (None, v)
+                for k, v in init.items()
+            }
+        }

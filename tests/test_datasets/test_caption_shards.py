@@ -170,9 +170,6 @@ def test_empty_captions_and_bad_shards_are_errors(tmp_path, captions):
         WebDatasetCaptionDataset(ann_file=shard)
     with pytest.raises(ValueError, match="empty caption at empty.tar key 'b'"):
         WebDatasetCaptionDataset(ann_file=shard, split_lines=True)
-    shard = _write(tmp_path / 'notxt.tar', [dict(__key__='a', jpg=jpg)])
-    with pytest.raises(ValueError, match="empty caption at notxt.tar key 'a'"):
-        WebDatasetCaptionDataset(ann_file=shard)
     with pytest.raises(
             FileNotFoundError, match=r'1 webdataset shard.*gone-000001.tar'):
         WebDatasetCaptionDataset(
@@ -193,3 +190,61 @@ def test_clear_error_without_webdataset(tmp_path, captions, monkeypatch):
     # without shards the generator needs no webdataset
     assert 'train_shards' not in generate('captions', str(tmp_path / 'd'), 2,
                                           1, (16, 16))
+
+
+def test_sample_without_caption_is_named_or_skipped(tmp_path, captions):
+    jpg = _jpg(captions)
+    shard = _write(tmp_path / 'notxt.tar', [
+        dict(__key__='a', jpg=jpg, txt='a red star'),
+        dict(__key__='b', jpg=jpg),
+    ])
+    with pytest.raises(
+            ValueError,
+            match=r"1 sample\(s\) of .*notxt.tar have no caption \(key.txt\) "
+            r"member, e.g. \[\".*notxt.tar key 'b' \(members \['jpg'\]\)\"\]; "
+            r"fix the shards or set missing_captions='skip'"):
+        WebDatasetCaptionDataset(ann_file=shard)
+    with logged_warnings() as warned:
+        data = WebDatasetCaptionDataset(
+            ann_file=shard, missing_captions='skip')
+    assert [d['caption'] for d in data] == ['a red star']
+    assert any("notxt.tar key 'b'" in m and '1 caption(s) kept' in m
+               for m in warned), warned
+    with pytest.raises(ValueError, match='missing_captions must be one of'):
+        WebDatasetCaptionDataset(ann_file=shard, missing_captions='keep')
+
+
+def test_non_utf8_caption_is_named_by_member_and_line(tmp_path, captions):
+    shard = _write(tmp_path / 'latin.tar', [
+        dict(
+            __key__='a',
+            jpg=_jpg(captions),
+            txt='a red star\na caf\xe9 sign'.encode('latin-1')),
+    ])
+    with pytest.raises(
+            ValueError,
+            match=r"latin.tar/a.txt:2: bytes b'\\xe9' are not "
+            'valid utf-8'):
+        WebDatasetCaptionDataset(ann_file=shard)
+    data = WebDatasetCaptionDataset(
+        ann_file=shard, encoding='latin-1', split_lines=True)
+    assert [d['caption'] for d in data] == ['a red star', 'a caf\xe9 sign']
+
+
+def test_member_that_does_not_decode_is_named(tmp_path, captions):
+    from mmlocat.datasets import CheckedDataset, DataFileError
+    shard = _write(tmp_path / 'bad.tar', [
+        dict(__key__='a', jpg=_jpg(captions), txt='fine'),
+        dict(__key__='b', jpg=b'', txt='an empty member'),
+    ])
+    data = WebDatasetCaptionDataset(ann_file=shard)
+    info = data.get_data_info(1)  # the location only: nothing decoded
+    assert 'img' not in info and info['img_path'] == f'{shard}/b.jpg'
+    with pytest.raises(
+            DataFileError, match=f'{shard}/b.jpg: empty file \\(0 bytes\\)'):
+        data[1]
+    with pytest.raises(
+            DataFileError,
+            match=f'WebDatasetCaptionDataset sample 1: {shard}/'
+            'b.jpg: empty file'):
+        CheckedDataset(data)[1]

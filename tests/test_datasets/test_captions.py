@@ -138,3 +138,110 @@ def test_tokenize_caption_is_open_clips_tokenizer():
         step(dict(img_path='x.jpg'))
     with pytest.raises(ValueError, match='does not know'):
         TokenizeCaption(model_name='nope-1')
+
+
+def _tsv(tmp_path, data, name='c.tsv'):
+    path = tmp_path / name
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return str(path)
+
+
+def test_tsv_quoted_caption_keeps_its_tabs(tmp_path, captions):
+    img = osp.join(captions['data_root'], 'train2017/000000.jpg')
+    path = _tsv(
+        tmp_path, '\ufefffilepath\ttitle\n'
+        f'{img}\t"a red\tstar ""on"" a\nchequerboard"\n'
+        f'{img}\ta sign saying "stop"\n')
+    data = TsvCaptionDataset(ann_file=path, header=True)
+    assert [d['caption'] for d in data
+            ] == ['a red\tstar "on" a\nchequerboard', 'a sign saying "stop"']
+    # quoting='none': quotes are text, every tab a column
+    path = _tsv(tmp_path, f'{img}\t"stop" sign\n')
+    data = TsvCaptionDataset(ann_file=path, quoting='none')
+    assert data[0]['caption'] == '"stop" sign'
+    with pytest.raises(ValueError, match='quoting must be one of'):
+        TsvCaptionDataset(ann_file=path, quoting='pandas')
+
+
+def test_tsv_rows_that_would_be_cut_are_refused(tmp_path, captions):
+    img = osp.join(captions['data_root'], 'train2017/000000.jpg')
+    path = _tsv(tmp_path, f'{img}\ta red star\n{img}\ta red\tstar\n')
+    with pytest.raises(
+            ValueError,
+            match=r'c.tsv:2: expected 2 tab-separated columns, '
+            r'found 3 \(a tab inside a caption\? put the caption '
+            r'in double quotes\)'):
+        TsvCaptionDataset(ann_file=path)
+    path = _tsv(tmp_path, f'{img}\t"a red\tstar"\n')
+    with pytest.raises(
+            ValueError,
+            match=r"c.tsv:1: .*found 3 \(a tab inside "
+            r"a caption\? with quoting='none'"):
+        TsvCaptionDataset(ann_file=path, quoting='none')
+    path = _tsv(tmp_path, f'{img}\tfine\n{img}\t"stop" sign\n')
+    with pytest.raises(
+            ValueError,
+            match=r'''c.tsv:2: '\\t' expected after '"' '''
+            r"\(quoting='csv'.*set quoting='none' if quotes are "
+            r'plain text\)'):
+        TsvCaptionDataset(ann_file=path)
+    path = _tsv(
+        tmp_path, f'filepath\ttitle\turl\n{img}\tred\thttp://x\n'
+        f'{img}\tmissing url\n')
+    with pytest.raises(
+            ValueError,
+            match=r'c.tsv:3: expected 3 tab-separated columns, '
+            r'found 2 \(a missing column\)'):
+        TsvCaptionDataset(ann_file=path, header=True)
+
+
+def test_non_utf8_bytes_are_named_by_file_and_line(tmp_path, captions):
+    img = osp.join(captions['data_root'], 'train2017/000000.jpg')
+    raw = f'{img}\ta red star\n{img}\ta caf\xe9 sign\n'.encode('latin-1')
+    path = _tsv(tmp_path, raw)
+    with pytest.raises(
+            ValueError,
+            match=r"c.tsv:2: bytes b'\\xe9' are not valid utf-8 "
+            r"\(invalid continuation byte\).*encoding='latin-1'"):
+        TsvCaptionDataset(ann_file=path)
+    data = TsvCaptionDataset(ann_file=path, encoding='latin-1')
+    assert data[1]['caption'] == 'a caf\xe9 sign'
+    coco = tmp_path / 'coco.json'
+    coco.write_bytes(
+        json.dumps(
+            dict(
+                images=[dict(id=1, file_name=img)],
+                annotations=[dict(id=7, image_id=1, caption='@')]),
+            indent=1).replace('@', 'caf\xe9').encode('latin-1'))
+    with pytest.raises(
+            ValueError,
+            match=r"coco.json:\d+: bytes b'\\xe9' are not valid "
+            'utf-8'):
+        CocoCaptionDataset(ann_file=str(coco))
+
+
+def _bpe_length(text):
+    """Tokens open_clip's BPE tokenizer gives ``text`` before truncation:
+    start + BPE tokens + end (open_clip.tokenizer.SimpleTokenizer)."""
+    return len(open_clip.tokenizer.SimpleTokenizer().encode(text)) + 2
+
+
+def test_long_captions_are_truncated_as_open_clip_and_counted():
+    from mmlocat.datasets.caption_transforms import over_length
+    step = TokenizeCaption(model_name='ViT-B-16')
+    ref = open_clip.get_tokenizer('ViT-B-16')
+    texts = ['a red star ' * n for n in (1, 25, 26, 40)] + ['x ' * 75]
+    lengths = [_bpe_length(t) for t in texts]
+    assert lengths == [5, 77, 80, 122, 77]
+    assert over_length(step.tokenizer, texts) == [n > 77 for n in lengths]
+    with logged_warnings() as warned:
+        for _ in range(6):
+            out = step(dict(captions=texts, img_path='x.jpg'))['text_tokens']
+    torch.testing.assert_close(out, ref(texts))  # open_clip's truncation
+    assert out[3, -1] == ref.eot_token_id
+    assert step.truncated.count == 12  # 2 long captions x 6 calls
+    assert [m.split(' so far')[0] for m in warned] == [
+        'captions longer than 77 tokens truncated as open_clip truncates '
+        f'them: {n}' for n in (1, 10)
+    ]
+    assert "e.g. x.jpg: 'a red star a red star" in warned[0]

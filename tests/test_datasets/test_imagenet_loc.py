@@ -5,6 +5,7 @@ import os.path as osp
 import cv2
 import numpy as np
 import pytest
+from mm_warnings import logged_warnings
 
 from mmlocat.datasets import (CocoBoxesDataset, ImageNetLocDataset,
                               ResizeEdgeWithBoxes, keep_single_small,
@@ -121,28 +122,36 @@ def test_imagenet_loc_missing_and_bad_args(imagenet_root):
             data_root=str(imagenet_root), data_prefix='val', max_area_ratio=0)
 
 
-def test_voc_layout(tmp_path):
+def _voc_trainval(tmp_path, objects, difficult=()):
+    """VOC2007 layout with images 000005 and 000007 and their XML boxes;
+    returns the dataset arguments of the CorLoc protocol's trainval."""
     root = tmp_path / 'VOC2007'
-    for name in ('000005', '000007'):
+    (root / 'Annotations').mkdir(parents=True)
+    for name, boxes in zip(('000005', '000007'), objects):
         _write_img(root / 'JPEGImages' / f'{name}.jpg')
-    (root / 'Annotations').mkdir()
-    _write_xml(
-        root / 'Annotations' / '000005.xml',
-        '000005', [(1, 1, 40, 30), (50, 10, 70, 40)],
-        difficult=(1, ))
-    _write_xml(root / 'Annotations' / '000007.xml', '000007', [(5, 5, 9, 9)])
+        _write_xml(
+            root / 'Annotations' / f'{name}.xml',
+            name,
+            boxes,
+            difficult=difficult)
     (root / 'ImageSets' / 'Main').mkdir(parents=True)
     (root / 'ImageSets' / 'Main' /
      'trainval.txt').write_text('000005\n000007\n')
-    ds = ImageNetLocDataset(
+    return dict(
         data_root=str(root),
         data_prefix='JPEGImages',
         box_prefix='Annotations',
         ann_file='ImageSets/Main/trainval.txt',
         with_label=False,
         img_suffix='.jpg',
-        filter_single_small=False,
-        skip_difficult=True)
+        filter_single_small=False)
+
+
+def test_voc_layout(tmp_path):
+    kwargs = _voc_trainval(
+        tmp_path, [[(1, 1, 40, 30), (50, 10, 70, 40)], [(5, 5, 9, 9)]],
+        difficult=(1, ))
+    ds = ImageNetLocDataset(skip_difficult=True, **kwargs)
     assert len(ds) == 2
     first = ds.get_data_info(0)
     assert first['img_path'].endswith('000005.jpg')
@@ -166,24 +175,92 @@ def test_coco_boxes(tmp_path):
         ],
         categories=[dict(id=1, name='thing')])
     (tmp_path / 'ann.json').write_text(json.dumps(coco))
-    ds = CocoBoxesDataset(
+    where = dict(
         data_root=str(tmp_path),
         ann_file='ann.json',
         data_prefix=dict(img_path='images'))
-    assert len(ds) == 2  # z only has a crowd box
+    # z only has a crowd box: named, an error by default
+    with pytest.raises(ValueError, match=r"1 of 3 images have no box.*z.jpg"):
+        CocoBoxesDataset(**where)
+    with logged_warnings() as warnings:
+        ds = CocoBoxesDataset(without_boxes='skip', **where)
+    assert len(ds) == 2
+    assert len(warnings) == 1 and 'z.jpg' in warnings[0]
+    assert "dropped (without_boxes='skip')" in warnings[0]
     np.testing.assert_array_equal(
         ds.get_data_info(0)['gt_bboxes'], [[10, 10, 30, 30]])
     np.testing.assert_array_equal(
         ds.get_data_info(1)['gt_bboxes'], [[0, 0, 40, 40]])
-    ds = CocoBoxesDataset(
-        data_root=str(tmp_path),
-        ann_file='ann.json',
-        data_prefix=dict(img_path='images'),
-        filter_single_small=True)
+    assert ds.get_data_info(0)['ann_img_shape'] == (60, 80)
+    with logged_warnings() as warnings:
+        ds = CocoBoxesDataset(without_boxes='keep', **where)
+    assert len(ds) == 3 and ds.get_data_info(2)['gt_bboxes'].shape == (0, 4)
+    assert 'z.jpg' in warnings[0] and 'CorLoc miss' in warnings[0]
+    ds = CocoBoxesDataset(filter_single_small=True, **where)
     assert len(ds) == 1  # 1600 px of y is 33% of the image
     (tmp_path / 'bad.json').write_text(json.dumps(dict(images=[])))
     with pytest.raises(ValueError, match='COCO JSON'):
         CocoBoxesDataset(data_root=str(tmp_path), ann_file='bad.json')
+
+
+def test_coco_boxes_rounding_as_lost(tmp_path):
+    """LOST's extract_gt_COCO: round(x), round(y), round(x + w),
+    round(y + h) with Python's round (half to even)."""
+    coco = dict(
+        images=[dict(id=1, file_name='x.jpg', width=80, height=60)],
+        annotations=[
+            dict(id=1, image_id=1, bbox=[2.5, 3.5, 10.2, 4.0], iscrowd=0),
+            dict(id=2, image_id=1, bbox=[0.4, 0.6, 0.2, 1.9], iscrowd=0),
+        ],
+        categories=[dict(id=1, name='thing')])
+    (tmp_path / 'ann.json').write_text(json.dumps(coco))
+    rounded = CocoBoxesDataset(
+        ann_file=str(tmp_path / 'ann.json'), round_boxes=True)
+    # 2.5 -> 2, 3.5 -> 4, 12.7 -> 13, 7.5 -> 8; 0.4 -> 0, 0.6 -> 1,
+    # 0.6 -> 1, 2.5 -> 2
+    np.testing.assert_array_equal(
+        rounded.get_data_info(0)['gt_bboxes'], [[2, 4, 13, 8], [0, 1, 1, 2]])
+    floats = CocoBoxesDataset(ann_file=str(tmp_path / 'ann.json'))
+    np.testing.assert_allclose(
+        floats.get_data_info(0)['gt_bboxes'],
+        [[2.5, 3.5, 12.7, 7.5], [0.4, 0.6, 0.6, 2.5]],
+        rtol=1e-6)
+
+
+def test_expected_num_images(tmp_path, imagenet_root):
+    coco = dict(
+        images=[dict(id=1, file_name='x.jpg', width=80, height=60)],
+        annotations=[dict(id=1, image_id=1, bbox=[1, 1, 4, 4], iscrowd=0)],
+        categories=[dict(id=1, name='thing')])
+    (tmp_path / 'ann.json').write_text(json.dumps(coco))
+    ann = str(tmp_path / 'ann.json')
+    assert len(CocoBoxesDataset(ann_file=ann, expected_num_images=1)) == 1
+    with pytest.raises(ValueError, match='1 images, expected 19817'):
+        CocoBoxesDataset(ann_file=ann, expected_num_images=19817)
+    with pytest.raises(ValueError, match='2 images, expected 5011'):
+        ImageNetLocDataset(
+            data_root=str(imagenet_root),
+            data_prefix='val',
+            max_area_ratio=0.8,
+            expected_num_images=5011)
+    for bad in (0, 2.5, -3):
+        with pytest.raises(ValueError, match='expected_num_images'):
+            CocoBoxesDataset(ann_file=ann, expected_num_images=bad)
+    with pytest.raises(ValueError, match='without_boxes'):
+        CocoBoxesDataset(ann_file=ann, without_boxes='drop')
+
+
+def test_voc_image_without_objects(tmp_path):
+    kwargs = _voc_trainval(tmp_path, [[(1, 1, 9, 9)], []])
+    with pytest.raises(ValueError, match=r'1 of 2 images.*000007.jpg'):
+        ImageNetLocDataset(**kwargs)
+    with logged_warnings() as warnings:
+        ds = ImageNetLocDataset(without_boxes='keep', **kwargs)
+    assert len(ds) == 2 and '000007.jpg' in warnings[0]
+    assert ds.get_data_info(0)['ann_img_shape'] == (60, 80)
+    # the PiB filter drops it: its protocol keeps exactly-one-box images
+    assert len(
+        ImageNetLocDataset(**dict(kwargs, filter_single_small=True))) == 1
 
 
 def test_resize_edge_with_boxes_matches_resize_edge():

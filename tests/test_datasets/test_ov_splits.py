@@ -9,9 +9,12 @@ import pytest
 from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
                                       OV_COCO_NOVEL_CLASSES,
                                       OV_COCO_TRAIN_FILE, OV_COCO_VAL_FILE,
-                                      make_ov_coco_files, make_ov_coco_split)
+                                      make_ov_coco_files, make_ov_coco_split,
+                                      split_base_names)
 from mmlocat.datasets.ov_lvis import (OV_LVIS_TRAIN_FILE, make_ov_lvis_base,
                                       make_ov_lvis_files)
+from mmlocat.datasets.text_embeddings import (names_from_annotations,
+                                              read_class_names)
 from mmlocat.testing import generate
 
 # The 17 novel classes as written in spec/ov-detection.md.
@@ -167,6 +170,37 @@ def test_split_files_load_and_evaluate(coco_root):
     res = metric.evaluate(len(samples))
     assert res['coco/novel_ap50'] == pytest.approx(1.0)
     assert res['coco/base_ap50'] == pytest.approx(1.0)
+
+
+def test_ovrcnn_seen_unseen_labels(coco_root, tmp_path):
+    """OVR-CNN's split files (kept by CLIPSelf and Detic) label categories
+    ``seen`` / ``unseen``: read as base / novel, never as no base class."""
+    ours = _load(osp.join(coco_root, 'annotations', OV_COCO_VAL_FILE))
+    relabel = dict(base='seen', novel='unseen')
+    ovrcnn = copy.deepcopy(ours)
+    for cat in ovrcnn['categories']:
+        cat['split'] = relabel[cat['split']]
+    path = tmp_path / 'instances_val2017_all_2.json'
+    path.write_text(json.dumps(ovrcnn))
+    names, base = names_from_annotations(_load(str(path)), str(path))
+    assert names == list(OV_COCO_CLASSES)
+    assert base == [n for n in OV_COCO_CLASSES if n in OV_COCO_BASE_CLASSES]
+    assert (names, base) == names_from_annotations(ours)
+    assert read_class_names(str(path)) == list(OV_COCO_CLASSES)
+    # a label of neither scheme, a category without one, or no base class
+    bad = copy.deepcopy(ovrcnn)
+    bad['categories'][3]['split'] = 'train'
+    with pytest.raises(ValueError, match=r"split\.json: category .*'train'"):
+        names_from_annotations(bad, 'split.json')
+    del bad['categories'][3]['split']
+    with pytest.raises(ValueError, match='split None'):
+        names_from_annotations(bad, 'split.json')
+    unseen = [dict(c, split='unseen') for c in ovrcnn['categories']]
+    with pytest.raises(
+            ValueError,
+            match=r"x\.json: no base category "
+            r"\(split labels \['unseen'\]\)"):
+        split_base_names(unseen, 'x.json')
 
 
 def test_ov_coco_bad_input(tmp_path):

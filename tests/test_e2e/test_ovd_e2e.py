@@ -249,3 +249,61 @@ def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
         found = re.findall(rf'lvis/{key}: (-?[\d.]+)', out)
         assert found, out[-3000:]
         assert -1 <= float(found[-1]) <= 1
+
+
+def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
+                                                subprocess_env):
+    """A CLIPSelf F-ViT release (mmdet 2.x layout, random weights at the
+    tiny size) through tools/model_converters/clipself_fvit2mmlocat.py and
+    tools/test.py under the shipped EVA02-CLIP config, which loads it
+    strictly (a partial checkpoint would be refused)."""
+    import torch
+    from _clipself_reference import FViTReference, mmcv_checkpoint, randomise_
+    paths, names = coco
+    root = paths['data_root']
+    emb = _random_embeddings(tmp_path / 'coco_emb.npy', names)
+    base = osp.join(repo_root, 'configs/ovd/fvit_eva02-clip-b16_ov-coco.py')
+    val_ann = osp.join(root, paths['ov_val_ann_file'])
+    cfg = _write_config(tmp_path / 'tiny_eva.py', base, root, emb, val_ann)
+    rows = np.load(emb)
+    ref = FViTReference(
+        dict(
+            dim=32,
+            depth=4,
+            heads=2,
+            hidden=64,
+            out_dim=EMBED,
+            patch=16,
+            img=64), (0, 1, 2, 3),
+        16,
+        torch.from_numpy(rows / np.linalg.norm(rows, axis=1, keepdims=True)),
+        [True] * len(names),
+        rpn_test_cfg=dict(
+            nms_pre=200,
+            max_per_img=50,
+            min_bbox_size=0,
+            nms=dict(type='nms', iou_threshold=0.7)),
+        rcnn_test_cfg=dict(
+            score_thr=0.0,
+            max_per_img=20,
+            nms=dict(type='nms', iou_threshold=0.4)))
+    src = str(tmp_path / 'fvit_eva_vitb16_ovcoco_clipself_patches.pth')
+    torch.save(mmcv_checkpoint(randomise_(ref, 5), names), src)
+    dst = str(tmp_path / 'fvit_eva_vitb16_ovcoco_mmlocat.pth')
+    _, out = _run([
+        'tools/model_converters/clipself_fvit2mmlocat.py', src, dst,
+        '--text-embeddings', emb
+    ], subprocess_env, repo_root)
+    assert 'saved ' in out
+    _, out = _run(
+        ['tools/test.py', cfg, dst, '--work-dir',
+         str(tmp_path / 'work')], subprocess_env, repo_root)
+    found = re.findall(r'coco/novel_ap50: (-?[\d.]+)', out)
+    assert found and -1 <= float(found[-1]) <= 1, out[-3000:]
+    # the F-ViT file itself is not an mmlocat.FViT checkpoint
+    code, out = _run(['tools/test.py', cfg, src],
+                     subprocess_env,
+                     repo_root,
+                     expect_ok=False)
+    assert code == 2 and 'refusing to run a partly random network' in out
+    assert 'unexpected keys (170): [backbone.interpolate1.0.weight' in out

@@ -159,7 +159,8 @@ def test_pib_and_corloc_imagenet_loc(tmp_path, repo_root, subprocess_env):
     # two batches: CorLoc also reports the evaluator's images/s
     assert set(metrics) == {
         'pib/PiB', 'pib/num_images', 'corloc/CorLoc', 'corloc/num_images',
-        'corloc/images_per_s'
+        'corloc/images_per_s', 'corloc/num_without_gt',
+        'corloc/num_no_foreground'
     }
     assert metrics['corloc/images_per_s'] > 0
     assert metrics['pib/num_images'] == 3  # 'c' has two boxes: filtered
@@ -184,7 +185,8 @@ def test_corloc_coco_boxes(tmp_path, repo_root, subprocess_env):
     metrics = _test_tool(repo_root, config, ckpt, tmp_path / 'work',
                          subprocess_env)
     assert set(metrics) == {
-        'corloc/CorLoc', 'corloc/num_images', 'corloc/images_per_s'
+        'corloc/CorLoc', 'corloc/num_images', 'corloc/images_per_s',
+        'corloc/num_without_gt', 'corloc/num_no_foreground'
     }
     assert metrics['corloc/images_per_s'] > 0
     assert metrics['corloc/num_images'] == 4  # every image, full resolution

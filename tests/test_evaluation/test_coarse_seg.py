@@ -55,8 +55,8 @@ def test_errors():
         patch_score=np.zeros((2, 2)),
         gt_seg_map=np.zeros((8, 8)),
         img_shape=(16, 16))
-    with pytest.raises(ValueError, match='not the ground truth size'):
-        metric.process({}, [sample])
+    with pytest.raises(ValueError, match='a.jpg is not its ground truth'):
+        metric.process({}, [dict(sample, img_path='a.jpg')])
     with pytest.raises(ValueError, match='patch grid'):
         metric.process(
             {}, [dict(sample, img_shape=(8, 8), patch_score=np.zeros((3, 3)))])

@@ -1,11 +1,15 @@
 """CorLoc: exact values on hand-made score maps and boxes."""
+import logging
+
 import numpy as np
 import pytest
 import torch
+from mmengine.logging import MMLogger
 
 from mmlocat.evaluation import CorLoc
 from mmlocat.evaluation.metrics.corloc import (foreground_mask,
-                                               largest_component_box)
+                                               largest_component_box,
+                                               seed_cell, seed_component_box)
 from mmlocat.evaluation.metrics.loc_utils import box_iou
 
 
@@ -39,6 +43,36 @@ def test_largest_component_and_connectivity():
     assert largest_component_box(np.zeros((3, 3), bool)) is None
     with pytest.raises(ValueError, match='connectivity'):
         largest_component_box(mask, 6)
+
+
+def test_seed_component_and_connectivity():
+    """LOST's box step: the component holding the seed, 4-connected by
+    default (scipy.ndimage.label's default structure)."""
+    mask = np.zeros((6, 6), bool)
+    mask[0, 0] = mask[1, 1] = mask[2, 2] = True  # a diagonal
+    mask[4, 1:6] = True  # a larger bar
+    np.testing.assert_array_equal(
+        seed_component_box(mask, (1, 1)), [1, 1, 2, 2])
+    np.testing.assert_array_equal(
+        seed_component_box(mask, (1, 1), 8), [0, 0, 3, 3])
+    np.testing.assert_array_equal(
+        seed_component_box(mask, (4, 3)), [1, 4, 6, 5])
+    assert seed_component_box(mask, (5, 5)) is None  # background seed
+    with pytest.raises(ValueError, match='connectivity'):
+        seed_component_box(mask, (1, 1), 6)
+    score = np.zeros((3, 4))
+    score[1, 2] = score[2, 0] = 5.  # ties: the first in raster order
+    assert seed_cell(score) == (1, 2)
+
+
+def test_seed_and_largest_rules_give_different_boxes():
+    score = np.zeros((8, 8))
+    score[0, 0] = 3.0  # the peak, a single cell
+    score[5:8, 2:8] = 1.0  # the largest component
+    seed, largest = CorLoc(), CorLoc(component='largest')
+    np.testing.assert_array_equal(seed.predict_box(score), [0, 0, 16, 16])
+    np.testing.assert_array_equal(
+        largest.predict_box(score), [32, 80, 128, 128])
 
 
 def test_predicted_box_is_largest_component_in_pixels():
@@ -84,6 +118,35 @@ def test_corloc_values():
     result = metric.evaluate(3)
     assert result['corloc/num_images'] == 3
     assert result['corloc/CorLoc'] == pytest.approx(1 / 3)
+    assert result['corloc/num_no_foreground'] == 1
+    assert result['corloc/num_without_gt'] == 0
+
+
+def test_images_without_gt_are_counted_misses_and_named():
+    blob = np.zeros((4, 4))
+    blob[0, 0] = 1.0
+    samples = [
+        dict(patch_score=blob, gt_bboxes=np.zeros((0, 4)), img_path=name)
+        for name in ('x/a.jpg', 'x/b.jpg')
+    ] + [dict(patch_score=blob, gt_bboxes=np.array([[0., 0., 16., 16.]]))]
+    metric = CorLoc(patch_size=16)
+    metric.process(None, samples)
+    # mmengine's logger does not propagate to caplog
+    handler = logging.Handler()
+    records = []
+    handler.emit = records.append
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    try:
+        result = metric.compute_metrics(metric.results)
+    finally:
+        logger.removeHandler(handler)
+    assert result['num_images'] == 3 and result['num_without_gt'] == 2
+    assert result['CorLoc'] == pytest.approx(1 / 3)
+    text = ' '.join(r.getMessage() for r in records
+                    if r.levelno == logging.WARNING)
+    assert '2 of 3 images have no ground-truth box' in text
+    assert 'x/a.jpg' in text and 'x/b.jpg' in text
 
 
 def test_iou_threshold_is_inclusive():
@@ -112,6 +175,7 @@ def test_connectivity_changes_the_box():
 @pytest.mark.parametrize('kwargs', [
     dict(patch_size=-1),
     dict(connectivity=6),
+    dict(component='biggest'),
     dict(iou_thr=0.0),
     dict(iou_thr=1.5)
 ])

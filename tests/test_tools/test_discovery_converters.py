@@ -52,7 +52,11 @@ def test_make_coco20k_keeps_listed_images(tmp_path):
     listed.write_text('train2014/b.jpg\n\nc.jpg\n')
     out = str(tmp_path / 'out' / 'coco20k.json')
     summary = make_coco20k(ann, str(listed), out)
-    assert summary == dict(images=2, annotations=2, crowd=1)
+    not_lost = summary.pop('not_lost')
+    assert 'the list has 2 images and is not LOST' in not_lost
+    # b.jpg has only a crowd box: reported, LOST cannot score it
+    assert summary == dict(
+        images=2, annotations=2, crowd=1, without_boxes=['b.jpg'])
     data = json.load(open(out))
     assert [i['file_name'] for i in data['images']] == ['b.jpg', 'c.jpg']
     assert sorted(a['id'] for a in data['annotations']) == [2, 3]
@@ -61,17 +65,63 @@ def test_make_coco20k_keeps_listed_images(tmp_path):
 def test_make_coco20k_errors(tmp_path):
     ann = _coco(tmp_path / 'train.json', ['a.jpg'])
     listed = tmp_path / 'list.txt'
-    listed.write_text('a.jpg\nzz.jpg\n')
-    with pytest.raises(ValueError, match="1 images .* not in .*'zz.jpg'"):
+    listed.write_text('a.jpg\nzz.jpg\n' + ''.join(f'm{i}.jpg\n'
+                                                  for i in range(12)))
+    # every missing image counted, the first ten named
+    with pytest.raises(
+            ValueError, match=r"13 of the 14 images .* not in .*'zz.jpg'"):
         make_coco20k(ann, str(listed), str(tmp_path / 'o.json'))
     listed.write_text('a.jpg\na.jpg\n')
-    with pytest.raises(ValueError, match='twice'):
+    with pytest.raises(ValueError, match='lists 1 images twice'):
         make_coco20k(ann, str(listed), str(tmp_path / 'o.json'))
     listed.write_text('\n')
     with pytest.raises(ValueError, match='lists no images'):
         make_coco20k(ann, str(listed), str(tmp_path / 'o.json'))
     with pytest.raises(FileNotFoundError, match='nope.txt'):
         make_coco20k(ann, str(tmp_path / 'nope.txt'), str(tmp_path / 'o'))
+
+
+def test_lost_list_is_recognised():
+    from mmlocat.datasets.coco20k import (LOST_COCO20K_NUM_IMAGES,
+                                          check_coco20k_list)
+    names = [f'COCO_train2014_{i:012d}.jpg' for i in range(5)]
+    assert str(LOST_COCO20K_NUM_IMAGES) in check_coco20k_list(names)
+    lost = osp.join('/work/.mirror/valeoai+LOST/repo')
+    if not osp.isdir(lost):
+        pytest.skip("LOST's repository is not mirrored here")
+    listing = subprocess.run(
+        ['git', '-C', lost, 'show', 'HEAD:datasets/coco_20k_filenames.txt'],
+        capture_output=True,
+        text=True)
+    if listing.returncode:
+        pytest.skip("cannot read LOST's coco_20k_filenames.txt")
+    names = [osp.basename(n) for n in listing.stdout.split()]
+    assert len(names) == LOST_COCO20K_NUM_IMAGES
+    assert check_coco20k_list(names) is None
+    assert check_coco20k_list(names[::-1]) is None  # any order
+    assert check_coco20k_list(names[1:]) is not None
+
+
+def test_tool_reports_list_and_images_without_boxes(tmp_path, repo_root,
+                                                    subprocess_env):
+    ann = _coco(tmp_path / 'train.json', ['a.jpg', 'b.jpg', 'c.jpg'])
+    listed = tmp_path / 'list.txt'
+    listed.write_text('train2014/a.jpg\ntrain2014/b.jpg\n')
+    proc = subprocess.run([
+        sys.executable,
+        osp.join(repo_root, 'tools', 'dataset_converters', 'coco20k.py'), ann,
+        str(listed),
+        str(tmp_path / 'o.json')
+    ],
+                          capture_output=True,
+                          text=True,
+                          env=subprocess_env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert '2 images, 2 annotations (1 crowd)' in proc.stdout
+    assert "is not LOST's coco_20k_filenames.txt (19817 images" in proc.stdout
+    assert "1 listed images have no non-crowd box, e.g. ['b.jpg']" in (
+        proc.stdout)
 
 
 @pytest.mark.parametrize('tool', ['coco20k', 'coco_object'])

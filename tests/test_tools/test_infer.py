@@ -76,18 +76,27 @@ def _test_py(cfg, ckpt, out_pkl, work, env, repo_root, *options):
         return {osp.basename(p['img_path']): p for p in pickle.load(f)}
 
 
-def _infer(repo_root, monkeypatch, capsys, *argv):
+def _infer(repo_root, monkeypatch, capsys, *argv, code=0):
+    """``infer.py ARGV`` in this process; its exit status must be ``code``
+    (1: some images skipped)."""
     tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
     monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
-    tool.main()
-    return capsys.readouterr()
+    try:
+        tool.main()
+        status = 0
+    except SystemExit as exc:
+        status = exc.code
+    printed = capsys.readouterr()
+    assert status == code, printed.err[-2000:]
+    return printed
 
 
 def _records(out_dir):
+    """Every JSON below ``out_dir``, by its image's file name."""
     records = {}
     for path in sorted(
-            osp.join(out_dir, f) for f in os.listdir(out_dir)
-            if f.endswith('.json')):
+            osp.join(root, f) for root, _, files in os.walk(out_dir)
+            for f in files if f.endswith('.json')):
         with open(path) as f:
             record = json.load(f)
         records[osp.basename(record['image'])] = record
@@ -105,35 +114,16 @@ def _assert_cli_error(tool, message, capsys):
 
 
 @pytest.mark.timeout(300)
-def test_classification_png_json_equal_test_py(tmp_path, repo_root,
+def test_classification_png_json_equal_test_py(cls_model, tmp_path, repo_root,
                                                subprocess_env, monkeypatch,
                                                capsys):
-    paths = generate(
-        'imagenet',
-        str(tmp_path / 'in'),
-        1,
-        1, (40, 48),
-        seed=0,
-        num_classes=6)
-    root = paths['data_root']
-    cfg = tmp_path / 'cls.py'
-    cfg.write_text(
-        CLS_CONFIG.format(
-            base=osp.join(repo_root, 'configs/locat/locat-t_8xb128_in1k.py'),
-            root=root))
-    ckpt = str(tmp_path / 'cls.pth')
-    _build_and_save(
-        str(cfg),
-        'mmpretrain',
-        ckpt,
-        meta=dict(dataset_meta=dict(classes=paths['classes'])))
-    ref = _test_py(
-        str(cfg), ckpt, str(tmp_path / 'ref.pkl'), str(tmp_path / 'work'),
-        subprocess_env, repo_root)
+    cfg, ckpt = cls_model['cfg'], cls_model['ckpt']
+    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                   str(tmp_path / 'work'), subprocess_env, repo_root)
     assert len(ref) == 6
     out = tmp_path / 'out'
-    printed = _infer(repo_root, monkeypatch, capsys, osp.join(root, 'val'),
-                     cfg, ckpt, '--out', out).out
+    printed = _infer(repo_root, monkeypatch, capsys, cls_model['val_dir'], cfg,
+                     ckpt, '--out', out).out
     assert '6 image(s) written' in printed and '0 skipped' in printed
     records = _records(str(out))
     assert sorted(records) == sorted(ref)
@@ -141,7 +131,7 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         want = ref[name]['pred_score'].numpy()
         assert record['pred_scores'] == [float(s) for s in want]
         assert record['pred_label'] == int(want.argmax())
-        assert record['pred_class'] == paths['classes'][int(want.argmax())]
+        assert record['pred_class'] == cls_model['classes'][int(want.argmax())]
         assert [t['label'] for t in record['topk']
                 ] == list(np.argsort(-want, kind='stable')[:5])
         png = cv2.imread(record['png'])
@@ -155,12 +145,21 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         (mixed / name).write_bytes(open(records[name]['image'], 'rb').read())
     (mixed / 'broken.jpg').write_bytes(b'not an image at all')
     (mixed / 'empty.png').write_bytes(b'')
-    printed = _infer(repo_root, monkeypatch, capsys, mixed, cfg, ckpt, '--out',
-                     tmp_path / 'out2')
+    printed = _infer(
+        repo_root,
+        monkeypatch,
+        capsys,
+        mixed,
+        cfg,
+        ckpt,
+        '--out',
+        tmp_path / 'out2',
+        code=1)
     assert '2 image(s) written' in printed.out
     assert '2 skipped' in printed.out
-    for bad in ('broken.jpg', 'empty.png'):
-        assert f'skipped {mixed / bad}: cannot be read' in printed.err
+    for bad, reason in (('broken.jpg', 'cannot be decoded as an image'),
+                        ('empty.png', 'empty file (0 bytes)')):
+        assert f'skipped {mixed / bad}: {reason}' in printed.err
     assert sorted(_records(str(tmp_path / 'out2'))) == sorted(good)
 
     # a checkpoint that leaves weights random is refused, as by test.py
@@ -178,29 +177,41 @@ def test_classification_png_json_equal_test_py(tmp_path, repo_root,
         _assert_cli_error(tool, message, capsys)
 
 
-@pytest.mark.timeout(300)
-def test_segmentation_png_json_equal_test_py(tmp_path, repo_root,
-                                             subprocess_env, monkeypatch,
-                                             capsys):
+@pytest.fixture(scope='module')
+def seg_model(repo_root, tmp_path_factory):
+    """A tiny random-init UperNet + LocAtViT (150 ADE20K classes) derived
+    from the shipped config, and its generated validation images."""
     shrink = _tool(repo_root, 'tests/test_e2e/seg_shrink.py', 'seg_shrink')
-    paths = generate('ade20k', str(tmp_path / 'ade'), 1, 2, (64, 96), seed=0)
+    tmp = tmp_path_factory.mktemp('seg')
+    paths = generate('ade20k', str(tmp / 'ade'), 1, 2, (64, 96), seed=0)
     root = paths['data_root']
     cfg = shrink.write_tiny_config(
         osp.join(repo_root, 'configs/locat/upernet_locat-b_ade20k.py'),
-        str(tmp_path / 'seg.py'), root)
-    ckpt = str(tmp_path / 'seg.pth')
+        str(tmp / 'seg.py'), root)
+    ckpt = str(tmp / 'seg.pth')
     _build_and_save(cfg, 'mmseg', ckpt)  # no dataset_meta: config's used
+    return dict(
+        cfg=cfg, ckpt=ckpt, val_dir=osp.join(root, paths['val_img_dir']))
+
+
+@pytest.mark.timeout(300)
+def test_segmentation_png_json_equal_test_py(seg_model, tmp_path, repo_root,
+                                             subprocess_env, monkeypatch,
+                                             capsys):
+    cfg, ckpt = seg_model['cfg'], seg_model['ckpt']
     ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
                    str(tmp_path / 'work'), subprocess_env, repo_root)
     assert len(ref) == 2
     out = tmp_path / 'out'
-    _infer(repo_root, monkeypatch, capsys,
-           osp.join(root, paths['val_img_dir']), cfg, ckpt, '--out', out)
+    _infer(repo_root, monkeypatch, capsys, seg_model['val_dir'], cfg, ckpt,
+           '--out', out)
     from mmseg.datasets import ADE20KDataset
     names = ADE20KDataset.METAINFO['classes']
     records = _records(str(out))
     assert sorted(records) == sorted(ref)
     for name, record in records.items():
+        assert record['label_png'] == osp.join(out, name + '.labels.png')
+        assert record['png'] == osp.join(out, name + '.png')
         want = ref[name]['pred_sem_seg']['data'][0].numpy()
         got = cv2.imread(record['label_png'], cv2.IMREAD_UNCHANGED)
         np.testing.assert_array_equal(got, want)
@@ -597,3 +608,400 @@ def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path,
     assert {c['cls'] for r in result for c in r['classes']} <= set(VOCAB)
     # one embedding file served all three (no background row in it)
     assert len(list(cache.glob('*.npy'))) == 1
+
+
+def _labels_alone(inferencer, path):
+    """The label map of one image predicted on its own (nothing written)."""
+    result = inferencer(path)['predictions'][0]
+    return result['data_sample'].pred_sem_seg.data[0].numpy()
+
+
+@pytest.mark.timeout(300)
+def test_output_names_cannot_collide(seg_model, tmp_path, repo_root,
+                                     monkeypatch, capsys):
+    """``x.jpg`` and ``x_labels.jpg`` overwrote each other's outputs (the
+    label map of one, the picture of the other); names below the input
+    folder are kept, and what would still collide is refused first."""
+    from mmlocat.apis import MMLocatInferencer
+    cfg, ckpt = seg_model['cfg'], seg_model['ckpt']
+    val = sorted(os.listdir(seg_model['val_dir']))
+    folder = tmp_path / 'photos'
+    (folder / 'sub').mkdir(parents=True)
+    sources = {
+        'x.jpg': val[0],
+        'x_labels.jpg': val[1],
+        'x.png': val[1],  # same stem as x.jpg, other extension
+        'sub/x.jpg': val[1],  # same name in a subfolder
+    }
+    for name, src in sources.items():
+        img = cv2.imread(osp.join(seg_model['val_dir'], src))
+        if name == 'x.png':
+            img = img[:, ::-1]  # another picture
+        cv2.imwrite(str(folder / name), img)
+    out = tmp_path / 'out'
+    printed = _infer(repo_root, monkeypatch, capsys, folder, cfg, ckpt,
+                     '--out', out)
+    assert '4 image(s) written' in printed.out
+    written = sorted(
+        osp.relpath(osp.join(root, f), out) for root, _, files in os.walk(out)
+        for f in files)
+    assert written == sorted(name + suffix for name in sources
+                             for suffix in ('.png', '.json', '.labels.png'))
+    inferencer = MMLocatInferencer(cfg, ckpt)
+    for name in sources:
+        with open(out / (name + '.json')) as f:
+            record = json.load(f)
+        assert record['image'] == str(folder / name)
+        np.testing.assert_array_equal(
+            cv2.imread(
+                str(out / (name + '.labels.png')), cv2.IMREAD_UNCHANGED),
+            _labels_alone(inferencer, str(folder / name)))
+
+    # the same relative name under two input folders: refused, nothing
+    # written; so is an output that would overwrite an input image
+    other = tmp_path / 'other'
+    other.mkdir()
+    cv2.imwrite(str(other / 'x.jpg'), cv2.imread(str(folder / 'x.jpg')))
+    cv2.imwrite(str(other / 'x.jpg.png'), cv2.imread(str(folder / 'x.jpg')))
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    for argv, message in (
+        ([folder, other, cfg, ckpt, '--out', tmp_path / 'out2'],
+         f'{folder / "x.jpg"} and {other / "x.jpg"} would both write '
+         f'{tmp_path / "out2" / "x.jpg.png"}'),
+        ([other, cfg, ckpt, '--out', other],
+         f'the output {other / "x.jpg.png"} of {other / "x.jpg"} would '
+         f'overwrite the input image {other / "x.jpg.png"}'),
+    ):
+        before = sorted(os.listdir(other))
+        monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
+        _assert_cli_error(tool, message, capsys)
+        assert not (tmp_path / 'out2').exists()
+        assert sorted(os.listdir(other)) == before
+
+    # an output folder inside the input folder is not searched: a second
+    # run there predicts the same 4 images again
+    for _ in range(2):
+        printed = _infer(repo_root, monkeypatch, capsys, folder, cfg, ckpt,
+                         '--out', folder / 'results')
+        assert '4 image(s) written' in printed.out
+    assert len(os.listdir(folder / 'results')) == 3 * 3 + 1  # + sub/
+
+
+def test_plan_outputs():
+    from mmlocat.apis.inferencer import plan_outputs
+    suffixes = ('.png', '.json', '.labels.png')
+    # an input named like another one's output (possible only for files
+    # given directly, which may lack an image extension) is caught
+    with pytest.raises(ValueError, match='would both write o/x.labels.png'):
+        plan_outputs([('a/x', 'x'), ('b/x.labels', 'x.labels')], 'o', suffixes)
+    assert plan_outputs([('a/x.jpg', 'x.jpg'), ('a/x.png', 'x.png')], 'o',
+                        suffixes) == ['o/x.jpg', 'o/x.png']
+
+
+@pytest.fixture(scope='module')
+def cls_model(repo_root, tmp_path_factory):
+    """A tiny random-init LocAtViT classifier (6 classes) derived from the
+    shipped config, and its generated validation folder."""
+    tmp = tmp_path_factory.mktemp('cls')
+    paths = generate(
+        'imagenet', str(tmp / 'in'), 1, 1, (40, 48), seed=0, num_classes=6)
+    cfg = tmp / 'cls.py'
+    cfg.write_text(
+        CLS_CONFIG.format(
+            base=osp.join(repo_root, 'configs/locat/locat-t_8xb128_in1k.py'),
+            root=paths['data_root']))
+    ckpt = str(tmp / 'cls.pth')
+    _build_and_save(
+        str(cfg),
+        'mmpretrain',
+        ckpt,
+        meta=dict(dataset_meta=dict(classes=paths['classes'])))
+    return dict(
+        cfg=str(cfg),
+        ckpt=ckpt,
+        val_dir=osp.join(paths['data_root'], 'val'),
+        classes=paths['classes'])
+
+
+def test_checkpoint_errors_as_test_py(cls_model, tmp_path, repo_root,
+                                      monkeypatch, capsys):
+    """A 0-byte checkpoint ended infer.py in a raw EOFError; every bad file
+    now gets the sentence tools/test.py prints (the same reader), before
+    anything is built."""
+    from mmlocat.utils.pretrained import read_checkpoint
+    ckpt = cls_model['ckpt']
+    data = open(ckpt, 'rb').read()
+    state = torch.load(ckpt, weights_only=False)
+    state['state_dict']['head.layers.head.weight'][0, 0] = float('nan')
+    bad = {
+        'empty.pth': b'',
+        'truncated.pth': data[:len(data) // 2],
+        'text.pth': b'not a checkpoint\n',
+    }
+    for name, content in bad.items():
+        (tmp_path / name).write_bytes(content)
+    torch.save(state, str(tmp_path / 'nan.pth'))
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    for name in list(bad) + ['nan.pth']:
+        path = str(tmp_path / name)
+        with pytest.raises(ValueError) as want:
+            read_checkpoint(path)
+        monkeypatch.setattr(
+            sys, 'argv',
+            ['infer.py', cls_model['val_dir'], cls_model['cfg'], path])
+        _assert_cli_error(tool, str(want.value), capsys)
+
+
+def _repeat(img, k):
+    return np.repeat(np.repeat(img, k, axis=0), k, axis=1)
+
+
+@pytest.mark.timeout(300)
+def test_large_image_bounded_by_max_side(seg_model, tmp_path, repo_root,
+                                         monkeypatch, capsys):
+    """A 6000x4000 image through a 150-class segmentor: predicted at
+    ``--max-side`` and its label map mapped back (nearest) to 6000x4000.
+    The image is a 600x400 one with every pixel repeated 10x10, so the
+    downscaled copy is that image exactly and the result must be its label
+    map, repeated."""
+    from mmlocat.apis import MMLocatInferencer
+    cfg, ckpt = seg_model['cfg'], seg_model['ckpt']
+    src = cv2.imread(
+        osp.join(seg_model['val_dir'],
+                 sorted(os.listdir(seg_model['val_dir']))[0]))
+    small = cv2.resize(src, (600, 400), interpolation=cv2.INTER_LINEAR)
+    cv2.imwrite(str(tmp_path / 'small.png'), small)
+    (tmp_path / 'big').mkdir()
+    big = str(tmp_path / 'big' / 'big.png')
+    cv2.imwrite(big, _repeat(small, 10))
+    out = tmp_path / 'out'
+    _infer(repo_root, monkeypatch, capsys, big, cfg, ckpt, '--out', out,
+           '--max-side', 600)
+    with open(out / 'big.png.json') as f:
+        record = json.load(f)
+    assert record['shape'] == [4000, 6000]
+    assert record['inference_shape'] == [400, 600]
+    inferencer = MMLocatInferencer(cfg, ckpt, max_side=0)
+    want = _labels_alone(inferencer, str(tmp_path / 'small.png'))
+    got = cv2.imread(str(out / 'big.png.labels.png'), cv2.IMREAD_UNCHANGED)
+    np.testing.assert_array_equal(got, _repeat(want, 10))
+    present, counts = np.unique(want, return_counts=True)
+    assert [(c['label'], c['pixels']) for c in record['classes']
+            ] == [(int(c), 100 * int(n)) for c, n in zip(present, counts)]
+    # the picture is drawn at the inference size
+    assert cv2.imread(str(out / 'big.png.png')) is not None
+
+    # segmentation bounds images by default; the other tasks do not
+    assert MMLocatInferencer(cfg, ckpt).max_side == 2048
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match='max_side must be an int >= 0'):
+            MMLocatInferencer(cfg, ckpt, max_side=bad)
+
+
+@pytest.mark.timeout(300)
+def test_large_image_boxes_mapped_back(coco_fvit, tmp_path):
+    """Detection past ``max_side``: boxes in the image's coordinates (a 4x
+    pixel-repeated image gives 4x the boxes of the original)."""
+    from mmlocat.apis import MMLocatInferencer
+    name = sorted(os.listdir(coco_fvit['val_dir']))[0]
+    path = osp.join(coco_fvit['val_dir'], name)
+    img = cv2.imread(path)
+    big = str(tmp_path / 'big.png')
+    cv2.imwrite(big, _repeat(img, 4))
+    inferencer = MMLocatInferencer(
+        coco_fvit['cfg'], coco_fvit['ckpt'], max_side=max(img.shape[:2]))
+    assert MMLocatInferencer(coco_fvit['cfg'],
+                             coco_fvit['ckpt']).max_side is None
+    want = inferencer(path)['predictions'][0]
+    got = inferencer(big)['predictions'][0]
+    assert got['inference_shape'] == list(img.shape[:2])
+    assert len(got['instances']) == len(want['instances']) > 0
+    for a, b in zip(got['instances'], want['instances']):
+        assert a['bbox'] == [4 * v for v in b['bbox']]
+        assert (a['label'], a['score']) == (b['label'], b['score'])
+    assert got['data_sample'].ori_shape == (4 * img.shape[0], 4 * img.shape[1])
+
+
+LIMITED = """
+import os, resource, runpy, sys
+import torch, mmseg.apis, mmlocat.apis  # imported outside the cap
+with open('/proc/self/status') as f:
+    size = next(int(line.split()[1]) * 1024 for line in f
+                if line.startswith('VmSize'))
+cap = size + 1024 * 2**20  # 1 GiB more address space than after imports
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+runs = sys.argv[1:]
+for max_side in ('0', '512'):
+    sys.argv = ['infer.py'] + runs + ['--max-side', max_side]
+    try:
+        runpy.run_path('tools/infer.py', run_name='__main__')
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    print(f'EXIT {max_side} {code}', flush=True)
+"""
+
+
+def test_is_out_of_memory_on_real_allocation_failures():
+    """What numpy, torch's CPU allocator and OpenCV raise for 1 EiB."""
+    from mmlocat.apis.inferencer import is_out_of_memory
+    failures = (
+        lambda: np.empty(1 << 60, np.uint8),
+        lambda: torch.empty(1 << 60, dtype=torch.uint8),
+        lambda: cv2.resize(np.zeros((4, 4), np.uint8), (1 << 20, 1 << 20)),
+    )
+    for allocate in failures:
+        with pytest.raises(Exception) as exc:
+            allocate()
+        assert is_out_of_memory(exc.value), exc.value
+    assert not is_out_of_memory(ValueError('bad value'))
+    assert not is_out_of_memory(RuntimeError('size mismatch'))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    not sys.platform.startswith('linux'), reason='RLIMIT_AS, /proc')
+def test_out_of_memory_is_named_counted_and_skipped(seg_model, tmp_path,
+                                                    repo_root, subprocess_env):
+    """A real allocation failure: the tool runs with 1 GiB of address space
+    to spare; 150 x 1600 x 2400 float logits (2.3 GB) cannot be allocated.
+    Without a limit that image is named, counted and skipped and the next
+    one is still predicted (exit 1); with ``--max-side 512`` both run."""
+    cfg, ckpt = seg_model['cfg'], seg_model['ckpt']
+    folder = tmp_path / 'photos'
+    folder.mkdir()
+    val = sorted(os.listdir(seg_model['val_dir']))
+    img = cv2.imread(osp.join(seg_model['val_dir'], val[0]))
+    cv2.imwrite(
+        str(folder / 'a_big.jpg'),
+        cv2.resize(img, (2400, 1600), interpolation=cv2.INTER_LINEAR))
+    cv2.imwrite(str(folder / 'b.jpg'), img)
+    script = tmp_path / 'limited.py'
+    script.write_text(LIMITED)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(folder), cfg, ckpt, '--out',
+            str(tmp_path / 'out')
+        ],
+        cwd=repo_root,
+        env=dict(subprocess_env, PYTHONUNBUFFERED='1'),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # in order
+        text=True,
+        timeout=600)
+    text = proc.stdout
+    assert proc.returncode == 0, text[-3000:]
+    first, second = text.split('EXIT 0 ')
+    assert second.startswith('1') and 'EXIT 512 0' in second, text[-3000:]
+    assert (f'infer.py: skipped {folder / "a_big.jpg"}: out of memory at '
+            '2400x1600 (max_side=0): ') in first
+    assert "can't allocate memory" in first and '--max-side' in first
+    assert '1 image(s) written' in first
+    assert '1 skipped (1 out of memory)' in first
+    assert '2 image(s) written' in second and '0 skipped' in second
+
+
+def _drill_images(src, folder):
+    """One image in the formats a user may have, and three broken files;
+    returns the RGB array each good file must decode to."""
+    from PIL import Image
+    folder.mkdir()
+    bgr = cv2.imread(src)
+    rgb = np.ascontiguousarray(bgr[..., ::-1])
+    Image.fromarray(rgb).convert('L').save(folder / 'gray.jpg')
+    Image.fromarray(rgb).convert('CMYK').save(folder / 'cmyk.jpg')
+    cv2.imwrite(str(folder / 'deep16.png'), bgr.astype(np.uint16) * 257)
+    alpha = np.tile(
+        np.linspace(0, 255, rgb.shape[1]).astype(np.uint8), (rgb.shape[0], 1))
+    Image.fromarray(np.dstack([rgb, alpha]), 'RGBA').save(folder / 'rgba.png')
+    exif = Image.Image().getexif()
+    exif[0x0112] = 6  # stored sideways: rotate 90 degrees clockwise
+    Image.fromarray(rgb).save(folder / 'exif6.jpg', exif=exif.tobytes())
+    data = open(src, 'rb').read()
+    (folder / 'truncated.jpg').write_bytes(data[:len(data) * 9 // 10])
+    (folder / 'empty.jpg').write_bytes(b'')
+    (folder / 'text.png').write_bytes(b'hello\n')
+    return {
+        'deep16.png': rgb,  # 16-bit: v * 257 -> v
+        'rgba.png': rgb,  # alpha dropped
+        'exif6.jpg': None,  # JPEG: compared by shape
+        'gray.jpg': None,
+        'cmyk.jpg': None,
+    }
+
+
+DRILL_NOTES = {
+    'deep16.png': '16-bit samples reduced to 8 bits',
+    'rgba.png': 'alpha channel ignored',
+    'exif6.jpg': 'EXIF orientation 6 applied',
+    'gray.jpg': 'grayscale: one channel repeated to RGB',
+    'cmyk.jpg': 'CMYK converted to RGB',
+}
+DRILL_SKIPPED = {
+    'truncated.jpg': 'cannot be decoded as an image',
+    'empty.jpg': 'empty file (0 bytes)',
+    'text.png': 'cannot be decoded as an image (6 bytes',
+}
+
+
+@pytest.mark.timeout(600)
+def test_image_kinds_through_every_task(seg_model, cls_model, coco_fvit,
+                                        zero_shot, tmp_path, repo_root,
+                                        monkeypatch, capsys):
+    """Grayscale, CMYK, 16-bit, RGBA and EXIF-rotated images are predicted
+    as the hosts decode them (the JSON says what decoding changed);
+    truncated, empty and non-image files are named, skipped and counted,
+    and the run exits 1; for every task."""
+    import mmcv
+
+    from mmlocat.apis import MMLocatInferencer
+    src = osp.join(seg_model['val_dir'],
+                   sorted(os.listdir(seg_model['val_dir']))[0])
+    folder = tmp_path / 'drill'
+    decoded = _drill_images(src, folder)
+    h, w = cv2.imread(src).shape[:2]
+    for name, want in decoded.items():
+        got = mmcv.imread(str(folder / name), channel_order='rgb')
+        shape = (w, h, 3) if name == 'exif6.jpg' else (h, w, 3)
+        assert got.shape == shape, name
+        if want is not None:
+            np.testing.assert_array_equal(got, want)
+    models = {
+        'classification': cls_model,
+        'segmentation': seg_model,
+        'detection': coco_fvit,
+        'zero-shot segmentation': zero_shot,
+    }
+    for task, model in models.items():
+        out = tmp_path / task.replace(' ', '_')
+        printed = _infer(
+            repo_root,
+            monkeypatch,
+            capsys,
+            folder,
+            model['cfg'],
+            model['ckpt'],
+            '--out',
+            out,
+            code=1)
+        assert '5 image(s) written' in printed.out, task
+        assert '3 skipped' in printed.out, task
+        for name, reason in DRILL_SKIPPED.items():
+            assert f'skipped {folder / name}: {reason}' in printed.err
+        for name, note in DRILL_NOTES.items():
+            with open(out / (name + '.json')) as f:
+                record = json.load(f)
+            assert record['task'] == task
+            assert len(record['input_notes']) == 1
+            assert record['input_notes'][0].startswith(note), record
+    # each prediction is the one of the decoded image saved losslessly
+    inferencer = MMLocatInferencer(seg_model['cfg'], seg_model['ckpt'])
+    out = tmp_path / 'segmentation'
+    for name in DRILL_NOTES:
+        png = str(tmp_path / (name + '.decoded.png'))
+        cv2.imwrite(png, mmcv.imread(str(folder / name)))
+        labels = cv2.imread(
+            str(out / (name + '.labels.png')), cv2.IMREAD_UNCHANGED)
+        np.testing.assert_array_equal(labels, _labels_alone(inferencer, png))

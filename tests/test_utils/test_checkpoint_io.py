@@ -3,6 +3,7 @@
 Every converter gets every kind of bad file and must answer with one line
 ``NAME: error: ...`` on stderr and exit status 2, never a traceback.
 """
+import argparse
 import os
 import os.path as osp
 import pickle
@@ -14,8 +15,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from mmlocat.utils.checkpoint_io import (read_state_dict, save_checkpoint,
-                                         save_converted, sniff_checkpoint)
+from mmlocat.utils.checkpoint_io import (read_checkpoint, read_state_dict,
+                                         save_checkpoint, save_converted,
+                                         sniff_checkpoint)
 
 CONVERTERS = ('locat2mmlocat', 'last_vit2mmlocat', 'clip2mmlocat',
               'eva02_clip2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')
@@ -233,3 +235,18 @@ def test_save_converted_prefixes_keys_and_records_provenance(tmp_path):
         save_converted({'w': torch.tensor([float('nan')])}, path + '2', src,
                        'x2mmlocat')
     assert not osp.exists(path + '2')
+
+
+def test_read_checkpoint_allows_extra_types_for_one_read(tmp_path):
+    """A DINO training checkpoint pickles its argparse arguments: refused
+    by the weights-only reader unless allowed, and only for that read."""
+    path = str(tmp_path / 'dino.pth')
+    torch.save(
+        dict(teacher={'w': torch.ones(2)}, args=argparse.Namespace(a=1)), path)
+    with pytest.raises(ValueError, match='objects other than tensors'):
+        read_checkpoint(path)
+    obj = read_checkpoint(path, safe_globals=[argparse.Namespace])
+    assert obj['args'].a == 1 and torch.equal(obj['teacher']['w'],
+                                              torch.ones(2))
+    with pytest.raises(ValueError, match='objects other than tensors'):
+        read_checkpoint(path)

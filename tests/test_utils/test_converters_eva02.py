@@ -101,6 +101,31 @@ def test_converted_keys_load_strictly_into_the_model():
     assert not report.missing and not report.unexpected
 
 
+def test_rope_copies_cached_grids_and_counter_are_checked_and_dropped():
+    """The real layouts: EVA's RoPE module is a submodule of every attention
+    (``blocks.i.attn.rope.*`` copies); CLIPSelf's EVA code also stores the
+    tables of other grids it met (``freqs_cos_N``) and their counter."""
+    sd = eva_visual()
+    keys = set(convert_eva02_clip(sd))
+    cached = eva_rope_table((5, 5), D, 16)
+    for prefix in ['visual.'] + [f'visual.blocks.{i}.attn.' for i in (0, 1)]:
+        sd[prefix + 'rope.freqs_cos'] = sd['visual.rope.freqs_cos']
+        sd[prefix + 'rope.freqs_sin'] = sd['visual.rope.freqs_sin']
+        sd[prefix + 'rope.freqs_cos_25'], sd[prefix +
+                                             'rope.freqs_sin_25'] = cached
+        sd[prefix + 'rope.flag'] = torch.tensor(1)
+    assert set(convert_eva02_clip(sd)) == keys
+    bad = dict(sd)
+    bad['visual.blocks.1.attn.rope.freqs_cos_25'] = eva_rope_table((5, 5), D,
+                                                                   8)[0]
+    with pytest.raises(ValueError, match='blocks.1.attn.rope.freqs_cos_25'):
+        convert_eva02_clip(bad)
+    del bad['visual.blocks.1.attn.rope.freqs_cos_25']
+    with pytest.raises(
+            ValueError, match='sin_25 has no blocks.1.attn.rope.freqs_cos_25'):
+        convert_eva02_clip(bad)
+
+
 def test_rope_settings_are_checked():
     with pytest.raises(ValueError, match='pt_seq_len ~8'):
         convert_eva02_clip(eva_visual(rope_pt=8))

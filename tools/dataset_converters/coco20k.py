@@ -1,11 +1,16 @@
 """Build COCO20k (LOST's object-discovery subset of COCO train2014).
 
-Keeps the images of LOST's list (``coco_20k_filenames.txt``, which you
-supply) from the official ``instances_train2014.json``::
+Keeps the images of LOST's list (``coco_20k_filenames.txt`` of github
+valeoai/LOST, which you supply) from the official
+``instances_train2014.json``::
 
     python tools/dataset_converters/coco20k.py \
         data/coco/annotations/instances_train2014.json \
         coco_20k_filenames.txt data/coco/annotations/coco20k.json
+
+A listed image missing from the annotations is an error (all counted, the
+first ten named); a list that is not LOST's (19,817 names) and listed
+images without any non-crowd box are reported with their count and names.
 """
 import argparse
 
@@ -26,6 +31,13 @@ def main():
     summary = make_coco20k(args.ann_file, args.image_list, args.out_file)
     print(f'{args.out_file}: {summary["images"]} images, '
           f'{summary["annotations"]} annotations ({summary["crowd"]} crowd)')
+    if summary['not_lost']:
+        print(f'coco20k: warning: {args.image_list}: {summary["not_lost"]}')
+    empty = summary['without_boxes']
+    if empty:
+        print(f'coco20k: warning: {len(empty)} listed images have no '
+              f'non-crowd box, e.g. {empty[:10]}; mmlocat.CocoBoxesDataset '
+              "refuses them unless without_boxes='skip' or 'keep'")
 
 
 if __name__ == '__main__':

@@ -8,9 +8,12 @@ The graph takes ``(B, 3, H, W)`` normalised images at the exported
 model's ``mode='tensor'`` output: classification logits or the decode
 head's segmentation logits. GAug runs on its dense kernel and LazyStrike's
 FFT as the equal matrix product; what cannot be exported and why is in
-``docs/deployment.md``. ``--verify`` runs the file with onnxruntime on a
-random batch and prints the largest difference to PyTorch (an error above
-``--atol``).
+``docs/deployment.md``. A size the exporter cannot write is refused
+before exporting, in one line saying why and which sizes work (UperNet:
+height and width multiples of 192, so that its pyramid pooling divides the
+stride-32 map; classifiers: any size). ``--verify`` runs the file with
+onnxruntime on a random batch and prints the largest difference to PyTorch
+(an error above ``--atol``).
 """
 import argparse
 
@@ -32,7 +35,8 @@ def parse_args() -> argparse.Namespace:
         nargs=2,
         default=[224, 224],
         metavar=('H', 'W'),
-        help='input height and width (fixed in the graph)')
+        help='input height and width (fixed in the graph; UperNet: '
+        'multiples of 192)')
     parser.add_argument('--out', default='model.onnx', help='output file')
     parser.add_argument('--opset', type=int, default=17, help='ONNX opset')
     parser.add_argument(

@@ -36,7 +36,6 @@ stem is the model name) for models open_clip does not ship.
 """
 import argparse
 import json
-import os.path as osp
 
 from mmengine.config import Config
 
@@ -47,6 +46,7 @@ from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
                                               build_class_embeddings,
                                               names_from_annotations,
                                               read_class_names,
+                                              save_base_classes,
                                               save_text_embeddings)
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
@@ -113,7 +113,7 @@ def main():
     base = None
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
-            names, base = names_from_annotations(json.load(f))
+            names, base = names_from_annotations(json.load(f), args.ann_file)
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         from mmlocat.datasets.text_embeddings import config_class_names
@@ -152,9 +152,7 @@ def main():
     save_text_embeddings(args.out, embeddings, rows, text_model=text_model)
     print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]}')
     if base is not None:
-        base_file = osp.splitext(args.out)[0] + '.base.json'
-        with open(base_file, 'w', encoding='utf-8') as f:
-            json.dump(base, f, indent=0)
+        base_file = save_base_classes(args.out, base)
         print(f'{base_file}: {len(base)} base classes')
 
 

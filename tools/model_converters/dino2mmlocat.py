@@ -1,25 +1,44 @@
 """Convert facebookresearch DINO ViT weights to LaStViT backbone keys.
 
 Usage:
-    python tools/model_converters/dino2mmlocat.py SRC DST [--prefix P]
+    python tools/model_converters/dino2mmlocat.py SRC DST \
+        [--checkpoint-key {teacher,student}] [--prefix P]
+
+SRC is a bare DINO backbone (DINO's released ``dino_deitsmall16_pretrain
+.pth``) or a DINO training checkpoint (``main_dino.py``'s ``checkpoint*.pth``
+with ``student`` / ``teacher`` / ``optimizer`` / ``epoch`` / ``args`` /
+``dino_loss``, e.g. the LaSt-ViT authors' ``dino0080.pth``). From a training
+checkpoint the teacher is converted by default, as DINO's own evaluations
+and released backbones use it (``--checkpoint-key student`` for the
+student). ``module.`` / ``backbone.`` prefixes are stripped and DINO's
+projection head is dropped; the report says what was taken and dropped.
 
 Keys are written under ``--prefix`` (default ``backbone.``), so the file
 loads with ``init_cfg=dict(type='Pretrained', checkpoint=DST,
 prefix='backbone.')`` on an ``mmlocat.LaStViT`` (``arch='deit-small'`` for
-ViT-S, ``'base'`` for ViT-B). DINO's projection head is dropped.
+ViT-S, ``'base'`` for ViT-B).
 """
 import argparse
+from argparse import Namespace
 
-from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
-                                         save_converted)
-from mmlocat.utils.converters import convert_dino
+from mmlocat.utils.checkpoint_io import (check_finite, read_checkpoint,
+                                         run_cli, save_converted)
+from mmlocat.utils.converters import (DINO_CHECKPOINT_KEYS, convert_dino,
+                                      dino_backbone_weights)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='DINO ViT weights to mmlocat LaStViT keys')
-    parser.add_argument('src', help='DINO backbone state dict (.pth)')
+    parser.add_argument(
+        'src', help='DINO backbone state dict or training checkpoint (.pth)')
     parser.add_argument('dst', help='output mmengine checkpoint')
+    parser.add_argument(
+        '--checkpoint-key',
+        default='teacher',
+        choices=DINO_CHECKPOINT_KEYS,
+        help='network of a training checkpoint to convert (default: '
+        "teacher, as DINO's evaluations)")
     parser.add_argument(
         '--prefix', default='backbone.', help='prefix of the output keys')
     return parser.parse_args()
@@ -27,9 +46,23 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    state_dict = convert_dino(read_state_dict(args.src))
-    count = save_converted(state_dict, args.dst, args.src, 'dino2mmlocat',
-                           args.prefix)
+    # a DINO training checkpoint pickles its argparse arguments
+    weights = dino_backbone_weights(
+        read_checkpoint(args.src, safe_globals=[Namespace]),
+        args.checkpoint_key, args.src)
+    check_finite(weights.state_dict, args.src)
+    state_dict = convert_dino(weights.state_dict)
+    extra = {k: v for k, v in weights.meta.items() if k != 'not_converted'}
+    count = save_converted(
+        state_dict,
+        args.dst,
+        args.src,
+        'dino2mmlocat',
+        args.prefix,
+        dino_layout=weights.layout,
+        checkpoint_key=weights.key,
+        **extra)
+    print(f'{args.src}: {weights.describe()}')
     print(f'saved {count} tensors to {args.dst}')
 
 

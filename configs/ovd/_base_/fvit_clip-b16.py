@@ -146,6 +146,9 @@ model = dict(
             pos_weight=-1,
             debug=False)),
     test_cfg=dict(
+        # F-ViT tests in fp16 (mmcv's wrap_fp16_model); 'float16' does so
+        # here (FViT's autocast; 'bfloat16' too), None tests in fp32.
+        autocast=None,
         rpn=dict(
             nms_pre=2000,
             max_per_img=1000,

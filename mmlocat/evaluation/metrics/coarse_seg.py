@@ -5,10 +5,13 @@ https://arxiv.org/abs/2602.22394, Tab. 6): foreground is
 ``s > mean(s) + std(s)`` of each image's patch-score map, upsampled to the
 image and compared with the union of the object classes of a semantic
 ground truth (PASCAL VOC 2012 val). The paper does not say how the mask is
-upsampled or how the IoU is aggregated; here (mmlocat's choice) every
-pixel takes its patch cell's value (pixels past the last full cell, when
-the patch convolution drops them, take the nearest cell's) and the IoU is
-accumulated over the whole dataset, as mmseg's ``IoUMetric`` does.
+upsampled or how the IoU is aggregated, and the protocol it cites (CRATE)
+released no evaluation code; here (mmlocat's choice) every pixel takes its
+patch cell's value (the cells of a padded input, LOST's geometry, cover
+the image and the padding is cut off; pixels past the last full cell of a
+cropped input take the nearest cell's) and the IoU is accumulated over the
+whole dataset, as mmseg's ``IoUMetric`` does. Which of the reported IoUs
+is the paper's "mIoU" is not known (the README discusses it).
 """
 from typing import List, Optional, Sequence
 
@@ -88,8 +91,10 @@ class CoarseSegIoU(ScoreMapMetric):
             if tuple(img_shape[:2]) != gt.shape:
                 raise ValueError(
                     f'CoarseSegIoU: the network input {tuple(img_shape[:2])}'
-                    f' is not the ground truth size {gt.shape} (the '
-                    'protocol feeds full-resolution images: no Resize)')
+                    f' of {sample.get("img_path", "an image")} is not its '
+                    f'ground truth size {gt.shape} (the protocol feeds '
+                    'full-resolution images: no Resize; an EXIF-rotated '
+                    'JPEG? see mmlocat.CheckAnnotatedSize)')
             check_score_grid(score.shape, img_shape, self.patch_size)
             pred = upsample_cells(
                 foreground_mask(score), self.patch_size, gt.shape)

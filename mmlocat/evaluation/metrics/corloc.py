@@ -4,8 +4,13 @@ From "Vision Transformers Need More Than Registers" (Shi et al., CVPR 2026,
 https://arxiv.org/abs/2602.22394): foreground is ``s > mean(s) + std(s)``
 per image and CorLoc is the fraction of images whose predicted box has
 IoU >= 0.5 with some ground-truth box. The paper does not say how a box is
-taken from the mask; here it is the tight box of the largest connected
-component (``scipy.ndimage.label``), as in LOST's seed-expansion protocol.
+taken from the mask; it compares with LOST's published rows, so the default
+is LOST's box step (Siméoni et al., https://arxiv.org/abs/2109.14279,
+github valeoai/LOST ``object_discovery.detect_box``) applied to the
+patch-score mask: the tight box of the 4-connected foreground component
+(``scipy.ndimage.label``'s default structure) that holds the seed, here the
+highest-scoring patch. ``component='largest'`` (the largest component) and
+``connectivity=8`` are options.
 
 Throughput (images/s, Tab. 7's speed column) is the evaluator's own wall
 clock: the images after the first batch over the time from the first to
@@ -13,11 +18,13 @@ the last ``process`` call, per rank, summed over ranks. It covers data
 loading, the model and the box search of the test loop, not the model
 alone.
 """
+import logging
 import time
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.dist import get_rank
+from mmengine.logging import print_log
 from scipy import ndimage
 
 from mmlocat.registry import METRICS
@@ -25,8 +32,12 @@ from .loc_utils import (ScoreMapMetric, box_iou, check_score_grid, get_field,
                         to_boxes, to_score_map)
 
 __all__ = [
-    'foreground_mask', 'largest_component_box', 'images_per_second', 'CorLoc'
+    'foreground_mask', 'largest_component_box', 'seed_component_box',
+    'seed_cell', 'images_per_second', 'CorLoc'
 ]
+
+#: Box rules of :class:`CorLoc` (``component``).
+COMPONENTS = ('seed', 'largest')
 
 
 def foreground_mask(score_map: np.ndarray) -> np.ndarray:
@@ -35,6 +46,54 @@ def foreground_mask(score_map: np.ndarray) -> np.ndarray:
     A constant map has no foreground.
     """
     return score_map > score_map.mean() + score_map.std()
+
+
+def _labels(mask: np.ndarray, connectivity: int) -> Tuple[np.ndarray, int]:
+    """``ndimage.label`` with 4- (its default) or 8-connectivity."""
+    if connectivity not in (4, 8):
+        raise ValueError(f'connectivity must be 4 or 8, got {connectivity}')
+    structure = ndimage.generate_binary_structure(
+        2, 2 if connectivity == 8 else 1)
+    return ndimage.label(mask, structure=structure)
+
+
+def _cell_box(labels: np.ndarray, label: int) -> np.ndarray:
+    """``[c0, r0, c1, r1]`` (exclusive ends) of the cells of ``label``."""
+    rows, cols = np.nonzero(labels == label)
+    return np.array([cols.min(), rows.min(), cols.max() + 1, rows.max() + 1])
+
+
+def seed_cell(score_map: np.ndarray) -> Tuple[int, int]:
+    """``(row, col)`` of the highest score; ties go to the first cell in
+    raster order."""
+    return tuple(
+        int(i)
+        for i in np.unravel_index(np.argmax(score_map), score_map.shape))
+
+
+def seed_component_box(mask: np.ndarray,
+                       seed: Tuple[int, int],
+                       connectivity: int = 4) -> Optional[np.ndarray]:
+    """Tight box, in cells, of the component of ``mask`` holding ``seed``.
+
+    LOST's box step (``detect_box``) on a boolean mask.
+
+    Args:
+        mask: ``(h, w)`` boolean foreground.
+        seed: ``(row, col)`` of the seed cell.
+        connectivity: 4 (edges only; LOST's, ``ndimage.label``'s default)
+            or 8 (diagonal neighbours connect).
+
+    Returns:
+        ``[c0, r0, c1, r1]`` with exclusive ends (cell units), or None if the
+        seed is background (LOST raises there; it cannot happen for a seed
+        that is the highest score of a map with any foreground).
+    """
+    labels, _ = _labels(mask, connectivity)
+    label = int(labels[tuple(seed)])
+    if label == 0:
+        return None
+    return _cell_box(labels, label)
 
 
 def largest_component_box(mask: np.ndarray,
@@ -50,62 +109,68 @@ def largest_component_box(mask: np.ndarray,
         mask is empty. Components of equal size are resolved in favour of
         the one met first in raster order (lowest ``ndimage.label`` id).
     """
-    if connectivity not in (4, 8):
-        raise ValueError(f'connectivity must be 4 or 8, got {connectivity}')
-    structure = ndimage.generate_binary_structure(
-        2, 2 if connectivity == 8 else 1)
-    labels, num = ndimage.label(mask, structure=structure)
+    labels, num = _labels(mask, connectivity)
     if num == 0:
         return None
     sizes = np.bincount(labels.ravel())[1:]
-    rows, cols = np.nonzero(labels == int(np.argmax(sizes)) + 1)
-    return np.array([cols.min(), rows.min(), cols.max() + 1, rows.max() + 1])
+    return _cell_box(labels, int(np.argmax(sizes)) + 1)
 
 
 @METRICS.register_module()
 class CorLoc(ScoreMapMetric):
     """Correct localisation rate of the patch-score discovery box.
 
-    Per image: foreground ``s > mean(s) + std(s)``, the tight box of the
-    largest connected component, mapped from cells to input pixels (cell
-    ``(r, c)`` covers ``[c*p, (c+1)*p) x [r*p, (r+1)*p)``) and clipped to the
-    input; a hit if its IoU with some ground-truth box is >= ``iou_thr``.
-    An image without foreground (constant map) is a miss.
+    Per image: foreground ``s > mean(s) + std(s)``; the tight box of the
+    foreground component that holds the highest-scoring cell (default,
+    LOST's rule) or of the largest component; mapped from cells to input
+    pixels (cell ``(r, c)`` covers ``[c*p, (c+1)*p) x [r*p, (r+1)*p)``) and
+    clipped to the input (LOST clips the padded cells the same way); a hit
+    if its IoU (continuous areas, no +1) with some ground-truth box is
+    >= ``iou_thr``. Every image counts in the denominator, as in LOST's
+    loop; an image without foreground (a constant map) or without any
+    ground-truth box is a miss, counted in ``num_no_foreground`` /
+    ``num_without_gt`` and, for the latter, named in a warning.
 
     The boxes are compared in network-input pixels, with the ground truth
-    mapped there by the pipeline. For the discovery protocol the pipeline
-    only resizes (no crop), and IoU is invariant under the per-axis scaling
-    of a resize, so this equals the IoU of the prediction mapped back to the
-    original image.
+    mapped there by the pipeline. The discovery protocol feeds full-size
+    images (the model pads them to a multiple of the patch size, as LOST),
+    so those are the original image's pixels.
 
     Args:
         patch_size: Side of one score-map cell in input pixels.
         iou_thr: IoU needed for a hit.
-        connectivity: 8 or 4 connectivity of the components.
+        component: ``'seed'`` (the component holding the highest score;
+            LOST's ``detect_box``) or ``'largest'``.
+        connectivity: 4 (LOST's) or 8 connectivity of the components.
         **kwargs: ``score_key`` (the ``(h, w)`` score map), ``box_key``
             (``(n, 4)`` boxes ``x1, y1, x2, y2``), ``collect_device``,
             ``prefix`` (``'corloc'`` if None) and ``collect_dir``, as
             :class:`ScoreMapMetric`.
 
     Returns (from ``evaluate``):
-        ``corloc/CorLoc`` (fraction in [0, 1]), ``corloc/num_images`` and,
-        from two batches on, ``corloc/images_per_s`` (see the module
-        docstring).
+        ``corloc/CorLoc`` (fraction in [0, 1]), ``corloc/num_images``,
+        ``corloc/num_without_gt``, ``corloc/num_no_foreground`` and, from
+        two batches on, ``corloc/images_per_s`` (see the module docstring).
     """
     default_prefix: Optional[str] = 'corloc'
 
     def __init__(self,
                  patch_size: int = 16,
                  iou_thr: float = 0.5,
-                 connectivity: int = 8,
+                 component: str = 'seed',
+                 connectivity: int = 4,
                  **kwargs) -> None:
         super().__init__(patch_size=patch_size, **kwargs)
+        if component not in COMPONENTS:
+            raise ValueError(f'component must be one of {COMPONENTS}, got '
+                             f'{component!r}')
         if connectivity not in (4, 8):
             raise ValueError(
                 f'connectivity must be 4 or 8, got {connectivity}')
         if not 0 < iou_thr <= 1:
             raise ValueError(f'iou_thr must be in (0, 1], got {iou_thr}')
         self.iou_thr = float(iou_thr)
+        self.component = component
         self.connectivity = connectivity
 
     def predict_box(
@@ -113,8 +178,12 @@ class CorLoc(ScoreMapMetric):
             score_map: np.ndarray,
             img_shape: Optional[Sequence[int]] = None) -> Optional[np.ndarray]:
         """Discovery box in input pixels, or None without foreground."""
-        cells = largest_component_box(
-            foreground_mask(score_map), self.connectivity)
+        mask = foreground_mask(score_map)
+        if self.component == 'seed':
+            cells = seed_component_box(mask, seed_cell(score_map),
+                                       self.connectivity)
+        else:
+            cells = largest_component_box(mask, self.connectivity)
         if cells is None:
             return None
         box = cells.astype(np.float64) * self.patch_size
@@ -137,14 +206,34 @@ class CorLoc(ScoreMapMetric):
             hit = (
                 box is not None and len(boxes) > 0
                 and bool(box_iou(box, boxes).max() >= self.iou_thr))
-            self.results.append(dict(hit=hit, time=now, rank=rank))
+            self.results.append(
+                dict(
+                    hit=hit,
+                    time=now,
+                    rank=rank,
+                    no_foreground=box is None,
+                    without_gt=None if len(boxes) else str(
+                        sample.get('img_path', sample.get('sample_idx')))))
 
     def compute_metrics(self, results: List[dict]) -> dict:
         """Fraction of hits over all processed images."""
         if not results:
             raise ValueError('CorLoc got no images to evaluate')
         hits = np.array([r['hit'] for r in results], dtype=np.float64)
-        metrics = dict(CorLoc=float(hits.mean()), num_images=len(results))
+        without_gt = [r['without_gt'] for r in results if r.get('without_gt')]
+        if without_gt:
+            print_log(
+                f'CorLoc: {len(without_gt)} of {len(results)} images have '
+                'no ground-truth box and count as misses, e.g. '
+                f'{without_gt[:10]}',
+                logger='current',
+                level=logging.WARNING)
+        metrics = dict(
+            CorLoc=float(hits.mean()),
+            num_images=len(results),
+            num_without_gt=len(without_gt),
+            num_no_foreground=sum(
+                bool(r.get('no_foreground')) for r in results))
         speed = images_per_second(results)
         if speed is not None:
             metrics['images_per_s'] = speed

@@ -11,7 +11,7 @@ token is pooled after ``ln_post`` and then projected.
 """
 import copy
 import logging
-from typing import Optional, Union
+from typing import Dict, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -136,6 +136,13 @@ class CLIPViT(CLIPTower):
         if self.proj is None:
             return token
         return token @ self.proj
+
+    def expected_unused_keys(self) -> Dict[str, str]:
+        """As the parent, plus ``proj`` when ``output_dims`` is None."""
+        unused = super().expected_unused_keys()
+        if self.proj is None:
+            unused['proj'] = 'output_dims=None builds no projection'
+        return unused
 
     def init_weights(self) -> None:
         """As the parent, after checking the checkpoint's activation."""

@@ -10,7 +10,7 @@ embedding, no pre-norm, 2-D RoPE layers (:mod:`.eva02_clip_layers`), a final
 ``LayerNorm(eps=1e-6)`` and a linear ``head`` to the joint embedding space.
 The global token is pooled after the final norm and then projected.
 """
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 from torch import Tensor, nn
 
@@ -166,6 +166,13 @@ class EVA02CLIPViT(CLIPTower):
         if self.head is None:
             return token
         return self.head(token)
+
+    def expected_unused_keys(self) -> Dict[str, str]:
+        """As the parent, plus ``head`` when ``output_dims`` is None."""
+        unused = super().expected_unused_keys()
+        if self.head is None:
+            unused['head'] = 'output_dims=None builds no head'
+        return unused
 
     def value_path_block(self, tokens: Tensor) -> Tensor:
         """The last layer with its attention replaced by the value path

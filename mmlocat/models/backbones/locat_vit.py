@@ -8,7 +8,7 @@ them, timm-style resampling of the patch part at other input sizes.
 Built on mmpretrain's :class:`VisionTransformer` the way ``ViTEVA02`` is.
 """
 import math
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -302,6 +302,14 @@ class LocAtViT(TokenLoopViT):
         super().init_weights()
         if not is_pretrained_cfg(self.init_cfg) and self.reg_token is not None:
             nn.init.normal_(self.reg_token, std=1e-6)
+
+    def expected_unused_keys(self) -> Dict[str, str]:
+        """As the parent, plus the CLS token with ``pooling='gap'`` (its
+        position embedding is dropped on load)."""
+        unused = super().expected_unused_keys()
+        if self.cls_token is None:
+            unused['cls_token'] = "pooling='gap' builds no CLS token"
+        return unused
 
     def _prepare_pos_embed(self, state_dict: dict, prefix: str, *args,
                            **kwargs) -> None:

@@ -35,7 +35,9 @@ def dino_resample_pos_embed(pos_embed: torch.Tensor,
         The embedding for ``dst_hw``, unchanged when the grids are equal
         (DINO skips the resampling then; it also resamples a same-grid
         embedding when the *pixel* size is not square, which cannot happen
-        for inputs cropped to a multiple of the patch size, as LOST does).
+        for an input whose sides are multiples of the patch size: LOST
+        zero-pads to one, the ``padding='corner'`` patch embedding, and
+        DINO's ``visualize_attention.py`` crops to one).
 
     Raises:
         ValueError: If the source grid is not square or does not match.

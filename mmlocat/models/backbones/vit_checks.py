@@ -16,9 +16,11 @@ EVA02CLIPViT) follows:
   where mmengine's ``AmpOptimWrapper`` (dynamic loss scale) skips the step
   and lowers the scale.
 * ``init_cfg=dict(type='Pretrained', ...)``: strict loading through
-  :func:`mmlocat.utils.pretrained.load_pretrained`.
+  :func:`mmlocat.utils.pretrained.load_pretrained`; the checkpoint parts a
+  configuration does not build (:meth:`StrictPretrainedMixin.
+  expected_unused_keys`) are left out with one log line.
 """
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 from mmengine.logging import MMLogger
@@ -189,9 +191,29 @@ class StrictPretrainedMixin:
     allowed-new keys get their proper init), then
     :func:`~mmlocat.utils.pretrained.load_pretrained`. ``NEW_KEY_GROUPS``
     lists the key substrings of parameters the backbone adds to a plain
-    ViT (allowed to be missing only all together).
+    ViT (allowed to be missing only all together);
+    :meth:`expected_unused_keys` names the parts of a checkpoint's network
+    this configuration does not build (allowed to be left over).
     """
     NEW_KEY_GROUPS: Sequence[str] = ()
+
+    def expected_unused_keys(self) -> Dict[str, str]:
+        """Top-level parameters / modules of a full ViT checkpoint that this
+        configuration does not build, mapped to why.
+
+        Their checkpoint keys are expected leftovers: the final norm
+        ``ln1`` with ``final_norm=False`` (dense heads read the blocks'
+        outputs) and the GAP norm ``ln2`` (timm's ``fc_norm``) unless
+        ``out_type='avg_featmap'``. Subclasses add their own optional
+        parts (a projection, a CLS token).
+        """
+        unused = {}
+        if not self.final_norm:
+            unused['ln1'] = 'final_norm=False builds no final norm'
+        if 'ln2' not in self._modules:
+            unused['ln2'] = (f'out_type={self.out_type!r} builds no GAP norm '
+                             "(only 'avg_featmap' does)")
+        return unused
 
     def init_weights(self) -> None:
         cfg = self.init_cfg
@@ -207,4 +229,5 @@ class StrictPretrainedMixin:
             self,
             cfg,
             new_key_groups=self.NEW_KEY_GROUPS,
-            logger=MMLogger.get_current_instance())
+            logger=MMLogger.get_current_instance(),
+            expected_unused=self.expected_unused_keys())

@@ -9,22 +9,26 @@ classifies by cosine with class text embeddings
 (:class:`CosineSimBBoxHead`) and fuses CLIP's own region scores at test
 time (:class:`FViTRoIHead`).
 """
+import contextlib
 from typing import Optional, Sequence, Tuple
 
 import torch
 from mmdet.models.detectors import TwoStageDetector
 from mmdet.structures import SampleList
-from mmdet.utils import ConfigType, OptConfigType, OptMultiConfig
+from mmdet.utils import ConfigType, InstanceList, OptConfigType, OptMultiConfig
 from torch import Tensor
 
 from mmlocat.datasets.text_embeddings import read_text_model
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_same_clip, read_checkpoint_meta
+from .fvit_roi_head import FViTRoIHead
 
 __all__ = ['FViT']
 
 LAST_TAPS = ('value_path', 'block')
+#: ``test_cfg.autocast`` values: reduced-precision dtypes of test time.
+AUTOCAST_DTYPES = dict(float16=torch.float16, bfloat16=torch.bfloat16)
 
 
 @MODELS.register_module()
@@ -61,6 +65,14 @@ class FViT(TwoStageDetector):
             last block run on the value path, without the final norm; needs
             ``forward_dense``) or ``'block'`` (the ordinary last block and
             final norm).
+
+    ``test_cfg.autocast`` (``None``, the default: fp32; ``'float16'``;
+    ``'bfloat16'``) tests as F-ViT does with its configs' ``fp16`` setting
+    (mmcv's ``wrap_fp16_model``: the detector under ``auto_fp16``, its
+    ``force_fp32`` parts in fp32): the backbone, neck, RPN and RoI heads run
+    under ``torch.autocast`` with that dtype; proposal decoding and NMS, the
+    RoIAlign of the features and of the CLIP map, box decoding, score
+    fusion, NMS and mask pasting in fp32.
     """
 
     def __init__(self,
@@ -78,6 +90,10 @@ class FViT(TwoStageDetector):
         if last_tap not in LAST_TAPS:
             raise ValueError(
                 f'last_tap must be one of {LAST_TAPS}, got {last_tap!r}')
+        autocast = (test_cfg or {}).get('autocast')
+        if autocast is not None and autocast not in AUTOCAST_DTYPES:
+            raise ValueError('test_cfg.autocast must be None (fp32) or one of '
+                             f'{sorted(AUTOCAST_DTYPES)}, got {autocast!r}')
         super().__init__(
             backbone=backbone,
             neck=neck,
@@ -124,6 +140,12 @@ class FViT(TwoStageDetector):
                 [head_names.index(n) for n in train_class_names])
         self.register_buffer('label_map', label_map, persistent=False)
         self._check_text_embeddings(backbone)
+        self.test_autocast = AUTOCAST_DTYPES.get(autocast)
+        if self.test_autocast is not None and not isinstance(
+                self.roi_head, FViTRoIHead):
+            raise TypeError('test_cfg.autocast needs roi_head='
+                            'mmlocat.FViTRoIHead, not '
+                            f'{type(self.roi_head).__name__}')
 
     @staticmethod
     def _last_layer_tapped(backbone) -> bool:
@@ -177,15 +199,25 @@ class FViT(TwoStageDetector):
     def run_backbone(self,
                      batch_inputs: Tensor,
                      dense: bool = False) -> Tuple[tuple, Optional[Tensor]]:
-        """Frozen backbone outputs and, if ``dense``, the CLIP map."""
+        """Frozen backbone outputs and, if ``dense``, the CLIP map.
+
+        Both are made contiguous, as F-ViT's ``_expand_x`` does: the maps
+        are permuted token grids (channels-last strides, which the convs
+        downstream keep), and mmcv's ``RoIAlign`` reads its input as
+        contiguous NCHW memory (open-mmlab/mmcv#2203): RoI features of
+        strided maps would be taken from the wrong places.
+        """
         with torch.no_grad():
             if dense or self.value_path_tap:
                 feats, vlm_map = self.backbone.forward_dense(
                     batch_inputs, value_path_tap=self.value_path_tap)
             else:
                 feats, vlm_map = self.backbone(batch_inputs), None
+        feats = tuple(f.contiguous() for f in feats)
         if not dense:
             vlm_map = None
+        elif vlm_map is not None:
+            vlm_map = vlm_map.contiguous()
         return feats, vlm_map
 
     def extract_feat(self, batch_inputs: Tensor) -> Tuple[Tensor]:
@@ -205,26 +237,46 @@ class FViT(TwoStageDetector):
                 sample.gt_instances.labels = self.label_map[labels]
         return super().loss(batch_inputs, batch_data_samples)
 
+    def _autocast(self, ref: Tensor):
+        """``test_cfg.autocast`` around the layers run in reduced precision.
+        """
+        if self.test_autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(ref.device.type, dtype=self.test_autocast)
+
+    def predict_proposals(self, x: Tuple[Tensor],
+                          batch_data_samples: SampleList) -> InstanceList:
+        """RPN proposals (``rpn_head.predict``); with ``test_cfg.autocast``
+        the RPN convs run under autocast, the decoding and NMS in fp32."""
+        if self.test_autocast is None:
+            return self.rpn_head.predict(x, batch_data_samples, rescale=False)
+        with self._autocast(x[0]):
+            cls_scores, bbox_preds = self.rpn_head(x)
+        return self.rpn_head.predict_by_feat(
+            [t.float() for t in cls_scores], [t.float() for t in bbox_preds],
+            batch_img_metas=[s.metainfo for s in batch_data_samples],
+            rescale=False)
+
     def predict(self,
                 batch_inputs: Tensor,
                 batch_data_samples: SampleList,
                 rescale: bool = True) -> SampleList:
         """Detections; with ``vlm_fusion`` scores fuse CLIP's."""
-        feats, vlm_map = self.run_backbone(batch_inputs, self.vlm_fusion)
-        x = self.neck(feats)
+        with self._autocast(batch_inputs):
+            feats, vlm_map = self.run_backbone(batch_inputs, self.vlm_fusion)
+            x = self.neck(feats)
+        kwargs = {}
+        if self.test_autocast is not None:
+            # mmcv's force_fp32 in F-ViT: RoIAlign and after in fp32
+            x = tuple(t.float() for t in x)
+            vlm_map = vlm_map if vlm_map is None else vlm_map.float()
+            kwargs['autocast'] = self.test_autocast
         if batch_data_samples[0].get('proposals', None) is None:
-            rpn_results_list = self.rpn_head.predict(
-                x, batch_data_samples, rescale=False)
+            rpn_results_list = self.predict_proposals(x, batch_data_samples)
         else:
             rpn_results_list = [s.proposals for s in batch_data_samples]
         if self.vlm_fusion:
-            results_list = self.roi_head.predict(
-                x,
-                rpn_results_list,
-                batch_data_samples,
-                rescale=rescale,
-                vlm_map=vlm_map)
-        else:
-            results_list = self.roi_head.predict(
-                x, rpn_results_list, batch_data_samples, rescale=rescale)
+            kwargs['vlm_map'] = vlm_map
+        results_list = self.roi_head.predict(
+            x, rpn_results_list, batch_data_samples, rescale=rescale, **kwargs)
         return self.add_pred_to_datasample(batch_data_samples, results_list)

@@ -43,7 +43,10 @@ class OVCrossEntropyLoss(nn.Module):
         self.loss_weight = loss_weight
         self.reduction = reduction
         if class_weight is not None:
-            weight = torch.as_tensor(class_weight, dtype=torch.float32)
+            # Config values, checked on the host: the loss also builds
+            # under another default device (e.g. 'meta' for shape checks).
+            weight = torch.as_tensor(
+                class_weight, dtype=torch.float32, device='cpu')
             if weight.dim() != 1 or (weight
                                      < 0).any() or not (weight > 0).any():
                 raise ValueError('class_weight must be a 1-D list of '

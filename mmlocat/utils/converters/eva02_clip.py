@@ -5,22 +5,28 @@ EVA-CLIP (https://arxiv.org/abs/2303.15389) checkpoints of the EVA repo
 ``patch_embed.proj``, ``cls_token``, ``pos_embed``, ``rope.freqs_{cos,sin}``
 (derived buffers), ``blocks.i.{norm1, attn.{q,k,v}_proj, attn.q_bias,
 attn.v_bias, attn.inner_attn_ln, attn.proj, norm2, mlp.{w1, w2, ffn_ln,
-w3}}``, ``norm`` and ``head``. open_clip's timm-based towers
+w3}}``, ``norm`` and ``head``; the RoPE tables are buffers of one
+module that every attention layer also holds, so the state dict repeats
+them as ``blocks.i.attn.rope.freqs_{cos,sin}``, and CLIPSelf's EVA code
+(its F-ViT checkpoints) adds tables cached for other grids
+(``freqs_{cos,sin}_N``, ``N`` patches) and their counter ``rope.flag``.
+open_clip's timm-based towers
 (``EVA02-B-16``, ``EVA02-L-14-336``) keep the same weights under
 ``visual.trunk.`` with timm names (``attn.q_proj.bias``, ``attn.norm``,
 ``mlp.{fc1_g, fc1_x, norm, fc2}``). Both, with or without the ``visual.``
 prefix, map here; the text tower is dropped.
 """
 import math
+import re
 from collections import OrderedDict
-from typing import Dict
+from typing import Dict, List
 
 import torch
 from torch import Tensor
 
 from ._keymap import rename_keys, require_keys, visual_keys
 
-__all__ = ['convert_eva02_clip']
+__all__ = ['convert_eva02_clip', 'rope_buffer_keys']
 
 _TOP = {
     'patch_embed.proj': 'patch_embed.projection',
@@ -51,7 +57,10 @@ _BLOCK = {
     'mlp.norm': 'ffn.norm',
     'mlp.fc2': 'ffn.w3',
 }
-_ROPE_KEYS = ('rope.freqs_cos', 'rope.freqs_sin')
+# Derived RoPE buffers, at the top or in a block's attention: the tables
+# (cached grids with an ``_N`` suffix) and CLIPSelf's cache counter.
+_ROPE_KEY = re.compile(
+    r'^(?:blocks\.\d+\.attn\.)?rope\.(?:freqs_(?:cos|sin)(?:_\d+)?|flag)$')
 
 
 def _visual_part(state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:
@@ -78,28 +87,40 @@ def _visual_part(state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:
     return state_dict
 
 
+def rope_buffer_keys(state_dict: Dict[str, Tensor]) -> List[str]:
+    """The RoPE buffers (tables and cache counter) among an EVA image
+    tower's keys, in their order."""
+    return [k for k in state_dict if _ROPE_KEY.match(k)]
+
+
 def _check_rope(state_dict: Dict[str, Tensor], pt_seq_len: float) -> None:
-    """Compare stored RoPE buffers with the table the model will compute."""
+    """Compare stored RoPE tables with those the model will compute."""
     # Imported here: the converters stay importable without the models.
     from mmlocat.models.backbones.eva02_clip_layers import eva_rope_table
-    for key in _ROPE_KEYS:
-        if key not in state_dict:
-            continue
-        stored = state_dict[key].float()
-        head_dims = stored.shape[-1]
-        stored = stored.reshape(-1, head_dims)
-        grid = math.isqrt(stored.shape[0])
-        if grid * grid != stored.shape[0]:
-            raise ValueError(f'{key} has {stored.shape[0]} rows, not a square '
+    for key in rope_buffer_keys(state_dict):
+        if key.endswith('.flag'):
+            continue  # CLIPSelf's count of cached tables, not a table
+        kind, other = ('cos', 'sin') if '.freqs_cos' in key else ('sin', 'cos')
+        pair = key.replace(f'.freqs_{kind}', f'.freqs_{other}')
+        if pair not in state_dict:
+            raise ValueError(f'RoPE table {key} has no {pair}')
+        if kind == 'sin':
+            continue  # checked with its cosine
+        sin_key = pair
+        cos_s = state_dict[key].float()
+        head_dims = cos_s.shape[-1]
+        cos_s = cos_s.reshape(-1, head_dims)
+        sin_s = state_dict[sin_key].float().reshape(-1, head_dims)
+        grid = math.isqrt(cos_s.shape[0])
+        if grid * grid != cos_s.shape[0]:
+            raise ValueError(f'{key} has {cos_s.shape[0]} rows, not a square '
                              'patch grid')
         cos, sin = eva_rope_table((grid, grid), head_dims, pt_seq_len)
-        ours = cos if key.endswith('cos') else sin
-        if not torch.allclose(stored, ours, atol=1e-4):
+        if not (torch.allclose(cos_s, cos, atol=1e-4)
+                and torch.allclose(sin_s, sin, atol=1e-4)):
             # Row 1 = patch (0, 1); the last column rotates with the column
             # index at the lowest frequency, so its angle pt_seq_len / grid
             # * f_min is small (no 2 pi wrap) and reveals pt_seq_len.
-            cos_s = state_dict[_ROPE_KEYS[0]].float().reshape(-1, head_dims)
-            sin_s = state_dict[_ROPE_KEYS[1]].float().reshape(-1, head_dims)
             half = head_dims // 2
             f_min = 10000.**(-(half - 2) / half)
             angle = math.atan2(sin_s[1, -1], cos_s[1, -1])
@@ -117,9 +138,11 @@ def convert_eva02_clip(
         rope_pt_seq_len: float = 16) -> 'OrderedDict[str, Tensor]':
     """Map an EVA02-CLIP image tower to ``EVA02CLIPViT`` keys.
 
-    The RoPE buffers are not weights: they are checked against the table
+    The RoPE buffers are not weights: every stored table (top-level,
+    per-block copies, cached grids) is checked against the table
     :class:`~mmlocat.models.EVA02CLIPViT` computes with ``rope_pt_seq_len``
-    (so a tower trained with other RoPE settings fails loudly) and dropped.
+    (so a tower trained with other RoPE settings fails loudly) and dropped
+    with CLIPSelf's cache counter (:func:`rope_buffer_keys`).
     ``w1`` (gate) and ``w2`` are stacked into mmpretrain's ``ffn.w12``.
 
     Args:
@@ -146,7 +169,7 @@ def convert_eva02_clip(
         block=_BLOCK,
         block_target='layers.{i}.{name}',
         source='EVA02-CLIP image tower',
-        skip=_ROPE_KEYS)
+        skip=rope_buffer_keys(state_dict))
     layers = sorted(
         {int(k.split('.')[1])
          for k in out if k.startswith('layers.')})

@@ -95,10 +95,38 @@ def test_lastvit_dino_resampling_matches_dino(dino, hw):
     assert (timm_pos - ref_pos).abs().max() > 1e-3
 
 
-def test_unpadded_patch_embed_crops_as_lost(dino):
-    """With ``patch_cfg=dict(padding=0)`` (the DINO CorLoc config) a size
-    that is not a multiple of 16 gives DINO's result on the image cropped
-    to a multiple of 16, as LOST feeds DINO."""
+def test_corner_padding_is_lost_zero_padding(dino):
+    """The default patch embedding (mmcv's ``padding='corner'``) is LOST's
+    padding bit for bit: a 375x500 VOC image gives a 24x32 grid and the
+    patch tokens of the image zero-padded bottom / right to 384x512 after
+    normalisation (``main_lost.py``, transcribed in
+    ``tests/_lost_reference.py``); the whole network then
+    gives DINO's tokens on that padded image."""
+    from _lost_reference import pad_like_lost
+    ours = dino_lastvit(dino)
+    assert ours.patch_embed.adaptive_padding.padding == 'corner'
+    x = torch.randn(1, 3, 375, 500, generator=torch.Generator().manual_seed(2))
+    padded = pad_like_lost(x[0], 16)[None]
+    assert tuple(padded.shape[-2:]) == (384, 512)
+    with torch.no_grad():
+        patches, grid = ours.patch_embed(x)
+        ref_patches = F.conv2d(
+            padded,
+            ours.patch_embed.projection.weight,
+            ours.patch_embed.projection.bias,
+            stride=16)
+        ref = timm_tokens(dino, padded,
+                          dino_reference_pos(dino.pos_embed, 384, 512))
+        (tokens, ), hw = ours._encode(x, [1])
+    assert tuple(grid) == tuple(hw) == (24, 32)
+    assert torch.equal(patches, ref_patches.flatten(2).transpose(1, 2))
+    torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_unpadded_patch_embed_crops_as_dino_visualisation(dino):
+    """The option ``patch_cfg=dict(padding=0)`` (not LOST's geometry)
+    drops the right / bottom remainder: DINO's result on the image cropped
+    to a multiple of 16, as DINO's ``visualize_attention.py`` crops."""
     ours = dino_lastvit(dino, patch_cfg=dict(padding=0))
     x = torch.randn(1, 3, 330, 487, generator=torch.Generator().manual_seed(2))
     crop = x[..., :320, :480]

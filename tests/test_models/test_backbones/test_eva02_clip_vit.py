@@ -1,5 +1,4 @@
 """EVA02CLIPViT against an independent tiny EVA02-CLIP image tower."""
-import math
 import os.path as osp
 import subprocess
 import sys
@@ -7,7 +6,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
-import torch.nn.functional as F
+from _clipself_reference import EVAVisual, randomise_, rope_tables
 from torch import nn
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
@@ -27,139 +26,17 @@ ARCH = dict(
     output_dims=OUT)
 
 
-# --- reference: EVA-CLIP's image tower written from the public architecture
-# (EVA key names, q/v biases, sub-LN, SwiGLU, EVA's 2-D RoPE, CLIPSelf's
-# rescaling for other square sizes). Independent of mmlocat's code.
-def ref_rope(grid, head_dim):
-    dim = head_dim // 2
-    freqs = 1. / (10000**(torch.arange(0, dim, 2)[:dim // 2].float() / dim))
-    t = torch.arange(grid) / grid * PT
-    f = torch.einsum('i,f->if', t, freqs)
-    f = torch.stack((f, f), dim=-1).flatten(-2)  # (n r), r = 2
-    f = torch.cat((f[:, None, :].expand(grid, grid, dim), f[None, :, :].expand(
-        grid, grid, dim)),
-                  dim=-1).reshape(grid * grid, -1)
-    return f.cos(), f.sin()
-
-
-def rotate_half(x):
-    x = x.reshape(*x.shape[:-1], -1, 2)
-    return torch.stack((-x[..., 1], x[..., 0]), dim=-1).flatten(-2)
-
-
-class RefRope(nn.Module):
-
-    def __init__(self, grid):
-        super().__init__()
-        cos, sin = ref_rope(grid, WIDTH // HEADS)
-        self.register_buffer('freqs_cos', cos)
-        self.register_buffer('freqs_sin', sin)
-
-    def forward(self, t):
-        n = t.shape[2]
-        if n == self.freqs_cos.shape[0]:
-            cos, sin = self.freqs_cos, self.freqs_sin
-        else:
-            cos, sin = ref_rope(math.isqrt(n), WIDTH // HEADS)
-        return t * cos + rotate_half(t) * sin
-
-
-class RefAttention(nn.Module):
-
-    def __init__(self, rope):
-        super().__init__()
-        self.q_proj = nn.Linear(WIDTH, WIDTH, bias=False)
-        self.k_proj = nn.Linear(WIDTH, WIDTH, bias=False)
-        self.v_proj = nn.Linear(WIDTH, WIDTH, bias=False)
-        self.q_bias = nn.Parameter(torch.zeros(WIDTH))
-        self.v_bias = nn.Parameter(torch.zeros(WIDTH))
-        self.inner_attn_ln = nn.LayerNorm(WIDTH, eps=1e-6)
-        self.proj = nn.Linear(WIDTH, WIDTH)
-        self.rope = [rope]  # shared, not a submodule
-
-    def forward(self, x):
-        b, n, _ = x.shape
-
-        def heads(t):
-            return t.reshape(b, n, HEADS, -1).permute(0, 2, 1, 3)
-
-        q = heads(F.linear(x, self.q_proj.weight, self.q_bias))
-        k = heads(F.linear(x, self.k_proj.weight))
-        v = heads(F.linear(x, self.v_proj.weight, self.v_bias))
-        rope = self.rope[0]
-        q = torch.cat((q[:, :, :1], rope(q[:, :, 1:])), -2)
-        k = torch.cat((k[:, :, :1], rope(k[:, :, 1:])), -2)
-        attn = ((q * (WIDTH // HEADS)**-0.5) @ k.transpose(-2, -1)).softmax(-1)
-        x = (attn @ v).transpose(1, 2).reshape(b, n, -1)
-        return self.proj(self.inner_attn_ln(x))
-
-    def proj_without_attn(self, x):
-        v = F.linear(x, self.v_proj.weight, self.v_bias)
-        return self.proj(self.inner_attn_ln(v))
-
-
-class RefSwiGLU(nn.Module):
+# --- reference: EVA-CLIP's image tower as CLIPSelf's open_clip fork writes
+# it (tests/_clipself_reference.py: EVA key names, q/v biases, sub-LN,
+# SwiGLU, 2-D RoPE registered in every attention, CLIPSelf's rescaling for
+# other sizes). Independent of mmlocat's code.
+class RefEVAVisual(EVAVisual):
 
     def __init__(self):
-        super().__init__()
-        self.w1 = nn.Linear(WIDTH, HIDDEN)
-        self.w2 = nn.Linear(WIDTH, HIDDEN)
-        self.ffn_ln = nn.LayerNorm(HIDDEN, eps=1e-6)
-        self.w3 = nn.Linear(HIDDEN, WIDTH)
-
-    def forward(self, x):
-        return self.w3(self.ffn_ln(F.silu(self.w1(x)) * self.w2(x)))
-
-
-class RefBlock(nn.Module):
-
-    def __init__(self, rope):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(WIDTH, eps=1e-6)
-        self.attn = RefAttention(rope)
-        self.norm2 = nn.LayerNorm(WIDTH, eps=1e-6)
-        self.mlp = RefSwiGLU()
-
-    def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
-
-    def forward_without_attn(self, x):
-        x = x + self.attn.proj_without_attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
-
-
-class RefEVAVisual(nn.Module):
-
-    def __init__(self):
-        super().__init__()
-        grid = IMG // PATCH
-        self.grid = grid
-        self.patch_embed = nn.Module()
-        self.patch_embed.proj = nn.Conv2d(3, WIDTH, PATCH, PATCH)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, WIDTH))
-        self.pos_embed = nn.Parameter(torch.zeros(1, grid * grid + 1, WIDTH))
-        self.rope = RefRope(grid)
-        self.blocks = nn.ModuleList(RefBlock(self.rope) for _ in range(LAYERS))
-        self.norm = nn.LayerNorm(WIDTH, eps=1e-6)
-        self.head = nn.Linear(WIDTH, OUT)
-
-    def _stem(self, x):
-        h, w = x.shape[2] // PATCH, x.shape[3] // PATCH
-        x = self.patch_embed.proj(x).flatten(2).transpose(1, 2)
-        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), 1)
-        pos = self.pos_embed
-        if (h, w) != (self.grid, self.grid):  # CLIPSelf's bicubic rescale
-            grid = self.pos_embed[0, 1:].T.reshape(1, WIDTH, self.grid, -1)
-            grid = F.interpolate(
-                grid, (h, w), mode='bicubic', align_corners=False)
-            pos = torch.cat(
-                (self.pos_embed[:, :1], grid.reshape(1, WIDTH, -1).transpose(
-                    1, 2)), 1)
-        return x + pos, (h, w)
+        super().__init__(WIDTH, LAYERS, HEADS, HIDDEN, OUT, PATCH, IMG)
 
     def tokens(self, x):
-        x, _ = self._stem(x)
+        x, _ = self.embed(x)
         for blk in self.blocks:
             x = blk(x)
         return self.norm(x)
@@ -169,28 +46,6 @@ class RefEVAVisual(nn.Module):
         if pooling == 'cls':
             return self.head(t[:, 0])
         return self.head(lazy_strike_pool(t[:, 1:], topk=1).pooled)
-
-    def encode_dense(self, x):
-        x, (h, w) = self._stem(x)
-        for blk in self.blocks[:-1]:
-            x = blk(x)
-        x = self.blocks[-1].forward_without_attn(x)[:, 1:]
-        x = F.normalize(self.head(self.norm(x)), dim=-1)
-        return x.reshape(x.shape[0], h, w, -1).permute(0, 3, 1, 2)
-
-
-def randomise_(model, seed):
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            is_norm = 'norm' in name or '_ln' in name or 'ln1' in name or (
-                'ln2' in name)
-            if is_norm and name.endswith('weight'):
-                p.copy_(1 + 0.2 * noise)
-            else:
-                p.copy_(0.1 * noise)
-    return model.eval()
 
 
 @pytest.fixture(scope='module')
@@ -228,7 +83,7 @@ def images(size, seed=4, batch=2):
 def test_rope_table_matches_eva():
     for grid in (4, 7):
         cos, sin = eva_rope_table((grid, grid), WIDTH // HEADS, PT)
-        ref_cos, ref_sin = ref_rope(grid, WIDTH // HEADS)
+        ref_cos, ref_sin = rope_tables(grid, WIDTH // HEADS, PT)
         torch.testing.assert_close(cos, ref_cos)
         torch.testing.assert_close(sin, ref_sin)
     # rows and columns follow their own axis on non-square grids

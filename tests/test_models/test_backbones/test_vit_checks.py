@@ -13,6 +13,7 @@ import mmlocat  # noqa: F401
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
 from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
 from mmlocat.testing.tiny_archs import tiny_vit
+from mmlocat.utils.pretrained import drop_expected_unused, load_pretrained
 
 ARCH = tiny_vit(num_layers=3)
 WIDE = dict(ARCH, embed_dims=48, feedforward_channels=96)
@@ -252,3 +253,166 @@ def test_drill_cases_with_the_real_archs(tmp_path):
     model = LocAtViT('t', init_cfg=pretrained(path))
     with pytest.raises(ValueError, match=r"of the 198 keys .* add prefix="):
         model.init_weights()
+
+
+# ------------------------------------------------- expected-unused leftovers
+class Lines:
+    """A logger that keeps its ``info`` lines."""
+
+    def __init__(self):
+        self.lines = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(message)
+
+
+def dropped_lines(logger: Lines) -> list:
+    return [line for line in logger.lines if 'does not use' in line]
+
+
+@pytest.mark.parametrize('name', ['locat', 'last'])
+def test_final_norm_of_the_checkpoint_left_out_with_final_norm_false(
+        name, tmp_path):
+    """A converted classification ViT (with its final norm) into a dense
+    config with ``final_norm=False`` (UperNet, the probe): loads, and one
+    log line names the final norm's tensors."""
+    torch.manual_seed(0)
+    src = build(name)  # final_norm=True, as trained for classification
+    src.init_weights()
+    path = save(tmp_path, prefixed(src))
+    cfg = pretrained(path, prefix='backbone.')
+    model = build(name, final_norm=False, out_type='featmap', init_cfg=cfg)
+    assert model.expected_unused_keys() == {
+        'ln1': 'final_norm=False builds no final norm',
+        'ln2': "out_type='featmap' builds no GAP norm (only 'avg_featmap' "
+        'does)'
+    }
+    model.init_weights()  # through the mixin, as tools/train.py does
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, src.state_dict()[key])
+    logger = Lines()
+    model = build(name, final_norm=False, out_type='featmap')
+    load_pretrained(
+        model,
+        cfg,
+        logger=logger,
+        expected_unused=model.expected_unused_keys())
+    (line, ) = dropped_lines(logger)
+    assert "['ln1.bias', 'ln1.weight']" in line
+    assert 'final_norm=False' in line and 'does not use 2 tensor(s)' in line
+
+
+@pytest.mark.parametrize('name', ['locat', 'last'])
+def test_other_leftovers_are_still_refused(name, tmp_path):
+    src = build(name)
+    sd = prefixed(src)
+    sd['backbone.ln1x.weight'] = torch.zeros(32)  # not the final norm
+    sd['backbone.foo.weight'] = torch.zeros(3)
+    model = build(
+        name,
+        final_norm=False,
+        init_cfg=pretrained(save(tmp_path, sd), prefix='backbone.'))
+    with pytest.raises(RuntimeError, match='unexpected keys') as err:
+        model.init_weights()
+    assert 'foo.weight' in str(err.value) and 'ln1x.weight' in str(err.value)
+    # a deeper checkpoint: its extra block is not an expected leftover
+    deep = prefixed(build(name, arch=tiny_vit(num_layers=4)))
+    model = build(
+        name,
+        final_norm=False,
+        init_cfg=pretrained(
+            save(tmp_path, deep, 'deep.pth'), prefix='backbone.'))
+    with pytest.raises(RuntimeError, match=r'layers\.3\.'):
+        model.init_weights()
+    # and nothing the model does build may be missing
+    sd = prefixed(src)
+    del sd['backbone.layers.0.ln1.weight']
+    model = build(
+        name,
+        final_norm=False,
+        init_cfg=pretrained(save(tmp_path, sd, 'm.pth'), prefix='backbone.'))
+    with pytest.raises(RuntimeError, match=r'layers\.0\.ln1\.weight'):
+        model.init_weights()
+
+
+def test_gap_norm_left_out_unless_built(tmp_path):
+    """timm's GAP ViT keeps ``fc_norm`` (our ``ln2``): unused by a featmap
+    model, required by an ``avg_featmap`` one."""
+    torch.manual_seed(0)
+    gap = build('last', out_type='avg_featmap')
+    path = save(tmp_path, prefixed(gap))
+    model = build(
+        'last',
+        out_type='featmap',
+        init_cfg=pretrained(path, prefix='backbone.'))
+    model.init_weights()
+    torch.testing.assert_close(model.ln1.weight, gap.ln1.weight)
+    path = save(tmp_path, prefixed(build('last')), 'cls.pth')
+    model = build(
+        'last',
+        out_type='avg_featmap',
+        init_cfg=pretrained(path, prefix='backbone.'))
+    assert 'ln2' not in model.expected_unused_keys()
+    with pytest.raises(RuntimeError, match=r'ln2\.weight'):
+        model.init_weights()
+
+
+def test_cls_token_left_out_by_a_gap_locat(tmp_path):
+    torch.manual_seed(0)
+    src = build('locat', out_type='avg_featmap')  # a CLS token and ln2
+    path = save(tmp_path, prefixed(src))
+    model = build(
+        'locat', pooling='gap', init_cfg=pretrained(path, prefix='backbone.'))
+    assert 'cls_token' in model.expected_unused_keys()
+    model.init_weights()  # pos_embed: the CLS position is dropped too
+    torch.testing.assert_close(model.pos_embed, src.pos_embed[:, 1:])
+    assert 'cls_token' not in build('locat').expected_unused_keys()
+
+
+@pytest.mark.parametrize('name, part', [('clip', 'proj'), ('eva02', 'head')])
+def test_projection_left_out_by_a_tower_without_one(name, part, tmp_path):
+    torch.manual_seed(0)
+    src = build(name, arch=dict(ARCH, output_dims=8))
+    path = save(tmp_path, prefixed(src))
+    model = build(name, init_cfg=pretrained(path, prefix='backbone.'))
+    assert model.output_dims is None
+    assert model.expected_unused_keys()[part] == (
+        'output_dims=None builds no ' +
+        ('projection' if part == 'proj' else 'head'))
+    model.init_weights()
+    torch.testing.assert_close(model.ln1.weight, src.ln1.weight)
+    # a tower with a projection needs it
+    path = save(tmp_path, prefixed(build(name)), 'plain.pth')
+    model = build(
+        name,
+        arch=dict(ARCH, output_dims=8),
+        init_cfg=pretrained(path, prefix='backbone.'))
+    with pytest.raises(RuntimeError, match=part):
+        model.init_weights()
+
+
+def test_drop_expected_unused_names_whole_parts_only():
+    sd = {
+        'ln1.weight': 1,
+        'ln1': 2,
+        'ln10.weight': 3,
+        'layers.0.ln1.weight': 4,
+        'proj': 5,
+    }
+    logger = Lines()
+    out = drop_expected_unused(
+        sd, {
+            'ln1': 'why',
+            'proj': 'why not'
+        },
+        model_keys=['proj'],
+        source='x.pth',
+        model_name='M',
+        logger=logger)
+    assert list(out) == ['ln10.weight', 'layers.0.ln1.weight', 'proj']
+    assert logger.lines == [
+        "M does not use 2 tensor(s) of x.pth (ln1: why); left out: "
+        "['ln1', 'ln1.weight']"
+    ]
+    assert drop_expected_unused(sd, {}, [], 'x.pth', logger=logger) is sd
+    assert len(logger.lines) == 1

@@ -169,6 +169,34 @@ def test_block_tap_option(emb):
         build_detector(dict(cfg, last_tap='norm'))
 
 
+def test_roi_features_read_the_maps_values(emb):
+    """mmcv's RoIAlign reads its input as contiguous NCHW memory
+    (open-mmlab/mmcv#2203); the backbone's maps are permuted token grids,
+    so F-ViT makes them contiguous (``_expand_x``). The RoI and CLIP region
+    features must be torchvision's stride-aware RoIAlign of the maps."""
+    import torchvision
+    model = build_detector(tiny_fvit_cfg(emb, NAMES)).eval()
+    x = torch.randn(1, 3, 96, 96, generator=torch.Generator().manual_seed(2))
+    feats, vlm_map = model.run_backbone(x, dense=True)
+    assert all(f.is_contiguous() for f in feats) and vlm_map.is_contiguous()
+    with torch.no_grad():
+        levels = model.neck(feats)
+    rois = torch.tensor([[0., 3., 5., 60., 41.], [0., 20., 2., 90., 95.]])
+    ours = model.roi_head.bbox_roi_extractor.roi_layers[0](levels[0], rois)
+    ref = torchvision.ops.roi_align(  # the stride-4 level
+        levels[0],
+        rois,
+        7,
+        1 / 4,
+        sampling_ratio=0,
+        aligned=True)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+    vlm = model.roi_head.vlm_roi_extractor([vlm_map], rois)
+    ref = torchvision.ops.roi_align(
+        vlm_map, rois, 1, 1 / 16, sampling_ratio=0, aligned=True)
+    torch.testing.assert_close(vlm, ref, atol=1e-6, rtol=1e-5)
+
+
 def test_embedding_width_checked_at_build(tmp_path):
     narrow = tmp_path / 'narrow.npy'
     rows = NAMES + ['background']
@@ -271,3 +299,87 @@ def test_label_space_hook(emb):
     hook.before_train(_runner(mapped, base))
     with pytest.raises(ValueError, match='labels 3 classes'):
         hook.before_train(_runner(mapped, NAMES))
+
+
+@pytest.mark.parametrize('dtype', ['bfloat16', 'float16'])
+@pytest.mark.parametrize('tower', ['clip', 'eva02'])
+def test_test_time_autocast(emb, dtype, tower):
+    """``test_cfg.autocast``: F-ViT's fp16 testing. The backbone, neck, RPN
+    and RoI head layers run in ``dtype``; RoIAlign, decoding, fusion and NMS
+    in fp32; the per-proposal results stay close to fp32's."""
+    from mmdet.structures import DetDataSample
+    from mmengine.structures import InstanceData
+    cfg = tiny_fvit_cfg(emb, NAMES, base_class_names=['cat', 'car'])
+    if tower == 'eva02':
+        cfg['backbone'] = dict(cfg['backbone'], type='mmlocat.EVA02CLIPViT')
+    fp32 = build_detector(cfg).eval()
+    assert fp32.test_autocast is None
+    cfg['test_cfg']['autocast'] = dtype
+    amp = build_detector(cfg).eval()
+    amp.load_state_dict(fp32.state_dict())
+    seen = {}
+
+    def first(value):
+        while isinstance(value, (tuple, list)):
+            value = value[0]
+        return value
+
+    def record(name):
+
+        def hook(module, args, out):
+            seen[name] = first(args).dtype, first(out).dtype
+
+        return hook
+
+    amp.neck[1].register_forward_hook(record('fpn'))
+    amp.rpn_head.register_forward_hook(record('rpn'))
+    amp.roi_head.bbox_roi_extractor.register_forward_hook(record('roi'))
+    amp.roi_head.bbox_head.shared_fcs[0].register_forward_hook(record('fc'))
+    amp.roi_head.vlm_roi_extractor.register_forward_hook(record('vlm'))
+    x = torch.randn(2, 3, 80, 96, generator=torch.Generator().manual_seed(1))
+    proposals = torch.tensor([[2., 3., 40., 50.], [10., 20., 90., 70.],
+                              [30., 5., 60., 30.], [0., 0., 95., 79.]])
+
+    def samples(with_proposals):
+        out = []
+        for _ in range(2):
+            s = DetDataSample(
+                metainfo=dict(
+                    img_shape=(80, 96),
+                    ori_shape=(80, 96),
+                    scale_factor=(1., 1.)))
+            if with_proposals:
+                s.proposals = InstanceData(bboxes=proposals.clone())
+            out.append(s)
+        return out
+
+    rcnn_test_cfg = amp.roi_head.test_cfg
+    with torch.no_grad():
+        # every (proposal, class) score and box, before NMS
+        fp32.roi_head.test_cfg = amp.roi_head.test_cfg = None
+        ref = fp32.predict(x, samples(True))
+        res = amp.predict(x, samples(True))
+    low = getattr(torch, dtype)
+    assert seen['fpn'][1] == low and seen['fc'][1] == low
+    assert 'rpn' not in seen  # proposals given
+    assert seen['roi'] == (torch.float32, torch.float32)
+    assert seen['vlm'] == (torch.float32, torch.float32)
+    # fp16 keeps 11 significant bits, bfloat16 8; the classifier's
+    # temperature (50) scales the cosine's rounding into the softmax
+    tol = 3e-2 if dtype == 'bfloat16' else 1e-2
+    for a, b in zip(ref, res):
+        a, b = a.pred_instances, b.pred_instances
+        assert b.scores.dtype == torch.float32
+        assert not torch.equal(a.scores, b.scores)  # another dtype path
+        torch.testing.assert_close(b.scores, a.scores, atol=tol, rtol=tol)
+        torch.testing.assert_close(b.bboxes, a.bboxes, atol=0.5, rtol=0)
+    # the whole test path (RPN, NMS, shipped thresholds) in autocast
+    amp.roi_head.test_cfg = rcnn_test_cfg
+    with torch.no_grad():
+        out = amp.predict(x, samples(False))
+    assert seen['rpn'] == (torch.float32, low)
+    assert len(out[0].pred_instances.scores) > 0
+    assert out[0].pred_instances.bboxes.dtype == torch.float32
+    with pytest.raises(ValueError, match="got 'half'"):
+        build_detector(
+            dict(cfg, test_cfg=dict(cfg['test_cfg'], autocast='half')))

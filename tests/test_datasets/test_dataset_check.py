@@ -1,0 +1,214 @@
+"""The dataset checker (``mmlocat.datasets.dataset_check``) on tiny sets in
+the real formats, each fault planted, read through the configs' own
+loading transforms (mmseg ADE20K, mmdet COCO and VOC, mmpretrain
+captions, webdataset shards)."""
+import json
+import os
+import os.path as osp
+
+import pytest
+import webdataset as wds
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from seg_data import ade_config
+
+import mmlocat  # noqa: F401
+from mmlocat.datasets import WebDatasetCaptionDataset
+from mmlocat.datasets.dataset_check import (build_split_dataset,
+                                            check_config_data, check_dataset)
+from mmlocat.testing import generate
+from mmlocat.testing.faults import plant, set_exif_orientation, set_label_value
+from mmlocat.testing.seg_writers import ade20k_file
+
+CAPTION_CONFIG = 'configs/last/clip_last-b16_8xb64_coco-caption.py'
+
+
+def names(report, kind):
+    return sorted(
+        osp.basename(f.path) for f in report.faults if f.kind == kind)
+
+
+@pytest.fixture
+def ade(make_ade20k):
+    return make_ade20k(8, 2)
+
+
+def test_clean_data_has_no_fault(ade, repo_root):
+    reports = check_config_data(
+        ade_config(repo_root, ade), ('train', 'val'), progress=False)
+    assert [(r.name, r.samples, r.files, r.ok)
+            for r in reports] == [('train ADE20KDataset', 8, 16, True),
+                                  ('val ADE20KDataset', 2, 4, True)]
+    assert reports[0].format().endswith('no fault')
+
+
+def test_every_planted_fault_is_named(ade, repo_root):
+    plant('empty', ade20k_file(ade, 'img', 1))
+    plant('truncated', ade20k_file(ade, 'img', 2))
+    plant('undecodable', ade20k_file(ade, 'img', 3))
+    os.remove(ade20k_file(ade, 'ann', 4))
+    plant('half_label', ade20k_file(ade, 'ann', 5))
+    # stored 200 is class 199 after reduce_zero_label: not one of 150
+    set_label_value(ade20k_file(ade, 'ann', 6), 200)
+    set_exif_orientation(ade20k_file(ade, 'img', 7), 6)  # turns 90 degrees
+    set_exif_orientation(ade20k_file(ade, 'img', 8), 3)  # turns 180 degrees
+    report, = check_config_data(ade_config(repo_root, ade), progress=False)
+    assert report.counts() == dict(
+        missing=1,
+        empty=1,
+        undecodable=1,
+        truncated=1,
+        size_mismatch=2,
+        label_out_of_range=1,
+        exif_rotated=2)
+    assert names(report, 'empty') == ['ADE_train_00000001.jpg']
+    assert names(report, 'truncated') == ['ADE_train_00000002.jpg']
+    assert names(report, 'undecodable') == ['ADE_train_00000003.jpg']
+    assert names(report, 'missing') == ['ADE_train_00000004.png']
+    assert names(report, 'size_mismatch') == [
+        'ADE_train_00000005.png', 'ADE_train_00000007.png'
+    ]
+    assert names(report, 'label_out_of_range') == ['ADE_train_00000006.png']
+    assert names(report, 'exif_rotated') == [
+        'ADE_train_00000007.jpg', 'ADE_train_00000008.jpg'
+    ]
+    details = {osp.basename(f.path): f.detail for f in report.faults}
+    assert details['ADE_train_00000005.png'].startswith(
+        'label map is 16x24 (HxW) but its image')
+    assert details['ADE_train_00000005.png'].endswith('is 32x48')
+    assert 'EXIF orientation 6' in details['ADE_train_00000007.png']
+    assert '[199]' in details['ADE_train_00000006.png']
+    text = report.format(max_names=1)
+    assert text.splitlines()[0] == (
+        'train ADE20KDataset: 8 samples, 16 files checked: 9 fault(s) missing '
+        '1, empty 1, undecodable 1, truncated 1, size_mismatch 2, '
+        'label_out_of_range 1, exif_rotated 2')
+    assert '... and 1 more' in text
+    # data workers find the same
+    parallel, = check_config_data(
+        ade_config(repo_root, ade), num_workers=2, progress=False)
+    assert parallel.faults == report.faults
+
+
+def test_nested_datasets_are_checked_once_each(ade, repo_root):
+    plant('empty', ade20k_file(ade, 'img', 2))
+    cfg = ade_config(repo_root, ade)
+    # mmdet's voc0712.py nesting: Repeat(Concat(train, val))
+    cfg.train_dataloader.dataset = dict(
+        type='RepeatDataset',
+        times=3,
+        dataset=dict(
+            type='ConcatDataset',
+            datasets=[
+                cfg.train_dataloader.dataset, cfg.val_dataloader.dataset
+            ]))
+    report = check_dataset(build_split_dataset(cfg, 'train'), progress=False)
+    assert (report.name, report.samples) == ('RepeatDataset', 10)
+    assert names(report, 'empty') == ['ADE_train_00000002.jpg']
+
+
+def test_resize_opt_in_is_a_note(ade, repo_root):
+    plant('half_label', ade20k_file(ade, 'ann', 1))
+    cfg = ade_config(repo_root, ade)
+    pipeline = list(cfg.train_dataloader.dataset.pipeline)
+    pipeline.insert(2,
+                    dict(type='mmlocat.CheckSegMap', size_mismatch='resize'))
+    cfg.train_dataloader.dataset.pipeline = pipeline
+    report, = check_config_data(cfg, progress=False)
+    assert report.ok
+    assert [(n.kind, osp.basename(n.path)) for n in report.notes
+            ] == [('label_resized', 'ADE_train_00000001.png')]
+
+
+def _write_config(tmp_path, text):
+    path = tmp_path / 'data_cfg.py'
+    path.write_text(text)
+    return Config.fromfile(str(path))
+
+
+def test_coco_width_height_against_the_image(tmp_path):
+    paths = generate('coco', str(tmp_path / 'coco'), 3, 1, (64, 96))
+    ann = osp.join(paths['data_root'], paths['train_ann_file'])
+    with open(ann) as f:
+        coco = json.load(f)
+    coco['images'][1]['width'] = 80
+    with open(ann, 'w') as f:
+        json.dump(coco, f)
+    plant('truncated',
+          osp.join(paths['data_root'], 'train2017', '000000000003.jpg'))
+    cfg = _write_config(
+        tmp_path, "_base_ = 'mmdet::_base_/datasets/coco_detection.py'\n"
+        "default_scope = 'mmdet'\n"
+        f"train_dataloader = dict(dataset=dict(data_root="
+        f"{paths['data_root'] + '/'!r}))\n")
+    report, = check_config_data(cfg, progress=False)
+    assert report.counts() == dict(truncated=1, size_mismatch=1)
+    bad = [f for f in report.faults if f.kind == 'size_mismatch'][0]
+    assert bad.path.endswith('000000000002.jpg')
+    assert bad.detail == ('the annotation gives 64x80 (HxW), the decoded '
+                          'image is 64x96')
+
+
+def test_voc_size_against_the_image(tmp_path):
+    root = str(tmp_path / 'voc')
+    voc = generate('pascal_voc', root, 3, 1, (32, 48), year=2007)
+    xml = osp.join(voc['data_root'], 'Annotations', '2007_000001.xml')
+    with open(xml) as f:
+        text = f.read()
+    with open(xml, 'w') as f:
+        f.write(text.replace('<height>32</height>', '<height>48</height>'))
+    cfg = _write_config(
+        tmp_path, "_base_ = 'mmdet::_base_/datasets/voc0712.py'\n"
+        "default_scope = 'mmdet'\n"
+        'test_dataloader = dict(dataset=dict(data_root='
+        f"{osp.join(root, 'VOCdevkit') + '/'!r}, "
+        "ann_file='VOC2007/ImageSets/Main/train.txt'))\n")
+    report, = check_config_data(cfg, ('test', ), progress=False)
+    assert report.samples == 3
+    assert [(f.kind, osp.basename(f.path), f.detail) for f in report.faults
+            ] == [('size_mismatch', '2007_000001.jpg',
+                   'the annotation gives 48x48 (HxW), the decoded image is '
+                   '32x48')]
+
+
+def test_captions_long_caption_is_a_note(tmp_path, repo_root):
+    paths = generate('captions', str(tmp_path / 'cap'), 3, 1, (32, 32))
+    ann = osp.join(paths['data_root'], paths['train_ann_file'])
+    with open(ann) as f:
+        coco = json.load(f)
+    coco['annotations'][0]['caption'] = 'a red star ' * 30
+    with open(ann, 'w') as f:
+        json.dump(coco, f)
+    plant('undecodable',
+          osp.join(paths['data_root'], paths['train_prefix'], '000002.jpg'))
+    cfg = Config.fromfile(osp.join(repo_root, CAPTION_CONFIG))
+    cfg.merge_from_dict({
+        'train_dataloader.dataset.data_root':
+        paths['data_root'],
+        'train_dataloader.num_workers':
+        0
+    })
+    report, = check_config_data(cfg, progress=False)
+    assert report.counts() == dict(undecodable=1)
+    assert names(report, 'undecodable') == ['000002.jpg']
+    # 90 words + start and end tokens > 77: open_clip truncates it
+    assert [n.kind for n in report.notes] == ['caption_truncated']
+    assert report.notes[0].path.endswith('000000.jpg')
+
+
+def test_shard_member_that_does_not_decode(tmp_path):
+    shard = str(tmp_path / 'part.tar')
+    good = generate('captions', str(tmp_path / 'cap'), 1, 1, (32, 32))
+    with open(osp.join(good['data_root'], 'train2017', '000000.jpg'),
+              'rb') as f:
+        jpg = f.read()
+    with wds.TarWriter(shard) as sink:
+        sink.write(dict(__key__='a', jpg=jpg, txt='a red star'))
+        sink.write(dict(__key__='b', jpg=b'not a jpeg', txt='broken'))
+        sink.write(dict(__key__='c', jpg=b'', txt='empty'))
+    init_default_scope('mmpretrain')
+    report = check_dataset(
+        WebDatasetCaptionDataset(ann_file=shard), progress=False)
+    assert [(f.kind, f.path)
+            for f in report.faults] == [('undecodable', f'{shard}/b.jpg'),
+                                        ('empty', f'{shard}/c.jpg')]
