@@ -48,8 +48,8 @@ def test_every_combination_exists_and_nothing_else():
     found = sorted(
         osp.basename(p) for p in glob.glob(osp.join(LAST, 'zeroshot_*.py')))
     expected = sorted(f'zeroshot_{p}{t}_{d}.py' for t, d in ZERO_SHOT
-                      for p in ('', 'last-'))
-    assert found == expected and len(found) == 48
+                      for p in ('', 'last-', 'cls-'))
+    assert found == expected and len(found) == 72
 
 
 @pytest.mark.parametrize('tower, dataset', ZERO_SHOT)
@@ -78,10 +78,16 @@ def test_zero_shot_config(tower, dataset):
     assert cfg.get('train_dataloader') is None
     assert cfg.get('val_dataloader') is None
     assert len(config_class_names(cfg)) == num_classes
-    # The LaSt twin differs in the checkpoint only.
+    # The LaSt twin differs in the checkpoint only, and so does its
+    # same-recipe CLS twin (configs/last/clip_cls-*).
     assert twin.model.backbone.init_cfg.checkpoint.startswith(
         'checkpoints/last-')
     assert _without_checkpoint(twin) == _without_checkpoint(cfg)
+    cls = _load(f'zeroshot_cls-{tower}_{dataset}.py')
+    assert cls.model.backbone.init_cfg.checkpoint == \
+        twin.model.backbone.init_cfg.checkpoint.replace(
+            'checkpoints/last-', 'checkpoints/cls-')
+    assert _without_checkpoint(cls) == _without_checkpoint(cfg)
 
 
 @pytest.mark.parametrize('tower', list(TOWERS))

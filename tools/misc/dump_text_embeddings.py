@@ -17,6 +17,16 @@ classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
         --model ViT-B-16 --pretrained checkpoints/ViT-B-16.pt \
         --background data/coco/embeddings/ov-coco_clip-vit-b16.npy
 
+ImageNet zero-shot classification (``mmlocat.ZeroShotAccuracy``) follows
+open_clip's protocol by default: ``--imagenet`` writes open_clip's curated
+class names (``--imagenet wordnet``: mmpretrain's WordNet names instead)
+filled into the 80 OpenAI templates, plain (the default templates and
+prompt style of ``--imagenet``)::
+
+    python tools/misc/dump_text_embeddings.py --imagenet \
+        --model ViT-B-16-quickgelu --pretrained checkpoints/ViT-B-16.pt \
+        data/imagenet/embeddings/imagenet_clip-vit-b16.npy
+
 Names are taken in category-id order, which is the label order of mmdet's
 ``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one
 name a line) gives them explicitly instead; ``--seg-config CONFIG`` takes
@@ -30,6 +40,8 @@ import json
 from mmengine.config import Config
 
 from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
+from mmlocat.datasets.imagenet_class_names import (
+    IMAGENET_NAME_SOURCES, build_listed_class_embeddings, imagenet_class_names)
 from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
                                               build_class_embeddings,
                                               names_from_annotations,
@@ -40,11 +52,19 @@ from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument('--ann-file', help='COCO/LVIS-format annotation json')
     src.add_argument('--names', help='class-name list (.json or .txt)')
+    src.add_argument(
+        '--imagenet',
+        nargs='?',
+        const='open_clip',
+        choices=IMAGENET_NAME_SOURCES,
+        help="ImageNet-1k's classes: open_clip's names (default) or "
+        "mmpretrain's WordNet names; templates imagenet80, prompt style "
+        'plain unless given (open_clip\'s zero-shot protocol)')
     src.add_argument(
         '--seg-config',
         help='zero-shot segmentation config: its test dataset\'s classes '
@@ -65,18 +85,27 @@ def parse_args():
     parser.add_argument(
         '--templates',
         choices=sorted(TEMPLATE_SETS),
-        default='fvit',
-        help="prompt set: F-ViT's 63 (default), CLIP's ImageNet 63, CLIP's "
+        help="prompt set: F-ViT's 63 (default; imagenet80 with --imagenet), "
+        "CLIP's ImageNet 63, CLIP's "
         'full ImageNet 80 (imagenet80, zero-shot segmentation) or the '
         'single "a photo of a {}."')
     parser.add_argument(
         '--prompt-style',
         choices=PROMPT_STYLES,
-        default='fvit',
-        help="F-ViT's name / article / 'This is' rules or plain filling")
+        help="F-ViT's name / article / 'This is' rules (default) or plain "
+        'filling (default with --imagenet)')
     parser.add_argument('--device', default='cpu')
     parser.add_argument('out', help='output .npy path')
-    return parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def resolve_prompt_defaults(args: argparse.Namespace) -> None:
+    """Templates and prompt style not given: open_clip's ImageNet protocol
+    (the 80 OpenAI templates, plain) with ``--imagenet``, else F-ViT's."""
+    if args.templates is None:
+        args.templates = 'imagenet80' if args.imagenet else 'fvit'
+    if args.prompt_style is None:
+        args.prompt_style = 'plain' if args.imagenet else 'fvit'
 
 
 def main():
@@ -89,18 +118,31 @@ def main():
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         from mmlocat.datasets.text_embeddings import config_class_names
         names = config_class_names(Config.fromfile(args.seg_config))
+    elif args.imagenet:
+        names = imagenet_class_names(args.imagenet)
     else:
         names = read_class_names(args.names)
+    imagenet = bool(args.imagenet)
+    resolve_prompt_defaults(args)
     model_name = args.model
     if args.model_config:
         model_name = register_model_config(args.model_config)
     encode = open_clip_encoder(model_name, args.pretrained, args.device)
-    embeddings, rows = build_class_embeddings(
-        names,
-        encode,
-        templates=TEMPLATE_SETS[args.templates],
-        background=args.background,
-        prompt_style=args.prompt_style)
+    if imagenet:
+        if args.background:
+            raise SystemExit('dump_text_embeddings: error: --imagenet has no '
+                             'background row')
+        # ImageNet's lists name a few classes twice (open_clip: missile,
+        # sunglasses): one embedding each, as open_clip
+        embeddings, rows = build_listed_class_embeddings(
+            names, encode, TEMPLATE_SETS[args.templates], args.prompt_style)
+    else:
+        embeddings, rows = build_class_embeddings(
+            names,
+            encode,
+            templates=TEMPLATE_SETS[args.templates],
+            background=args.background,
+            prompt_style=args.prompt_style)
     text_model = dict(
         clip_provenance(model_name, args.pretrained),
         templates=args.templates,

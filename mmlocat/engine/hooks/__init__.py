@@ -1,4 +1,5 @@
 from .checkpoint_hook import AtomicCheckpointHook, AtomicLocalBackend
+from .clip_hooks import CLIPProvenanceHook, LogitScaleClampHook
 from .gaug_stats_hook import GAugStatsHook
 from .ov_label_space_hook import OVLabelSpaceHook
 from .preemption_hook import PreemptionHook
@@ -8,7 +9,8 @@ from .skipped_files_hook import SkippedFilesHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
 __all__ = [
-    'AtomicCheckpointHook', 'AtomicLocalBackend', 'GAugStatsHook',
-    'OVLabelSpaceHook', 'PreemptionHook', 'RNGStateHook', 'SchedulerStateHook',
-    'SkippedFilesHook', 'ZeroShotClassCheckHook'
+    'AtomicCheckpointHook', 'AtomicLocalBackend', 'CLIPProvenanceHook',
+    'GAugStatsHook', 'LogitScaleClampHook', 'OVLabelSpaceHook',
+    'PreemptionHook', 'RNGStateHook', 'SchedulerStateHook', 'SkippedFilesHook',
+    'ZeroShotClassCheckHook'
 ]

@@ -1,0 +1,8 @@
+# Zero-shot seg., EVA02-CLIP L/14-336 fine-tuned with the CLS token
+# (configs/last/clip_cls-*), COCO-Stuff-164k: the same-recipe twin of
+# zeroshot_last-eva02-clip-l14-336_coco-stuff164k.py, all but the checkpoint.
+_base_ = './zeroshot_last-eva02-clip-l14-336_coco-stuff164k.py'
+model = dict(
+    backbone=dict(
+        init_cfg=dict(
+            checkpoint='checkpoints/cls-eva02-clip-l14-336_mmlocat.pth')))
