@@ -28,8 +28,12 @@ setup(
     long_description=long_description,
     long_description_content_type='text/markdown',
     packages=find_packages(exclude=('configs', 'tools', 'tests')),
-    # The real LVIS v1 category list the tiny LVIS writer uses.
-    package_data={'mmlocat.testing': ['data/*.json']},
+    # The real LVIS v1 category list the tiny LVIS writer uses; open_clip's
+    # ImageNet class names (MIT, with its licence).
+    package_data={
+        'mmlocat.testing': ['data/*.json'],
+        'mmlocat.datasets': ['data/*.txt', 'data/*.md', 'data/LICENSE.*'],
+    },
     python_requires='>=3.8',
     install_requires=read_requirements('runtime.txt'),
     extras_require=dict(tests=read_requirements('tests.txt')),

@@ -8,6 +8,7 @@ the ``mmlocat.`` prefix through the root, which then imports the location.
 """
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
+from mmengine.registry import LOOPS as MMENGINE_LOOPS
 from mmengine.registry import METRICS as MMENGINE_METRICS
 from mmengine.registry import MODEL_WRAPPERS as MMENGINE_MODEL_WRAPPERS
 from mmengine.registry import MODELS as MMENGINE_MODELS
@@ -22,7 +23,7 @@ from mmengine.registry import Registry
 __all__ = [
     'MODELS', 'DATASETS', 'TRANSFORMS', 'METRICS', 'HOOKS',
     'OPTIM_WRAPPER_CONSTRUCTORS', 'VISUALIZERS', 'MODEL_WRAPPERS',
-    'WEIGHT_INITIALIZERS'
+    'WEIGHT_INITIALIZERS', 'LOOPS'
 ]
 
 MODELS = Registry(
@@ -48,6 +49,11 @@ METRICS = Registry(
 HOOKS = Registry(
     'hook',
     parent=MMENGINE_HOOKS,
+    scope='mmlocat',
+    locations=['mmlocat.engine'])
+LOOPS = Registry(
+    'loop',
+    parent=MMENGINE_LOOPS,
     scope='mmlocat',
     locations=['mmlocat.engine'])
 OPTIM_WRAPPER_CONSTRUCTORS = Registry(

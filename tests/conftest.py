@@ -26,6 +26,22 @@ def subprocess_env() -> dict:
     return env
 
 
+@pytest.fixture(scope='session')
+def load_tool():
+    """``load(path, name)``: a tool script of the repository (``tools/...``)
+    imported as a module, to call its functions in the test process."""
+    import importlib.util
+
+    def load(path: str, name: str):
+        spec = importlib.util.spec_from_file_location(
+            name, osp.join(REPO_ROOT, path))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
 @pytest.fixture
 def make_ade20k(tmp_path):
     """``make(num_train, num_val, img_size)``: the data root of a fresh

@@ -4,8 +4,10 @@ A thin mmengine Runner wrapper: the config's ``default_scope`` chooses the
 host; importing mmlocat lets ``type='mmlocat.X'`` resolve.
 """
 import argparse
+import contextlib
 import os
 import os.path as osp
+import signal
 import sys
 
 from mmengine.config import DictAction
@@ -15,8 +17,11 @@ from mmengine.runner import Runner
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
 from mmlocat.datasets.dataset_check import check_before_run
 from mmlocat.engine.data_guard import guard_runner_data
-from mmlocat.utils.launch import (add_rng_state_hook, enable_amp, load_config,
+from mmlocat.utils.checkpoint_io import CheckpointWriteError
+from mmlocat.utils.launch import (enable_amp, launcher_rank, load_config,
+                                  make_training_resumable, resolve_resume,
                                   setup_cpu_distributed)
+from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
 
 
 def parse_args() -> argparse.Namespace:
@@ -61,14 +66,75 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def _error(message: str, status: int = 2) -> None:
+    """One line and exit 2, as argparse reports a bad argument."""
+    print(f'train.py: error: {message}', file=sys.stderr)
+    sys.exit(status)
+
+
+@contextlib.contextmanager
+def _exit_on_signals():
+    """SIGTERM / SIGUSR1 end the process through ``SystemExit`` (so the
+    work-dir lock is released) until mmlocat.PreemptionHook, built with
+    the Runner, takes them over to save a checkpoint first."""
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = {
+        s: signal.signal(s, leave)
+        for s in (signal.SIGTERM, signal.SIGUSR1)
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _resume(cfg, resume_arg) -> list:
+    """Settle ``--resume`` (or the config's ``resume``) before anything
+    starts; return the warnings to show."""
+    # what mmengine would do: resume=True resumes from load_from, or from
+    # the work dir's latest checkpoint without one
+    request = resume_arg
+    if request is None and cfg.get('resume', False):
+        request = cfg.get('load_from', None) or 'auto'
+    try:
+        resume, note = resolve_resume(cfg.work_dir, request)
+    except OSError as err:
+        _error(str(err))
+    notes = [note] if note else []
+    restarts = os.environ.get('SLURM_RESTART_COUNT', '0')
+    if request is None and restarts not in ('', '0'):
+        notes.insert(
+            0, f'this slurm job was requeued (SLURM_RESTART_COUNT='
+            f'{restarts}) but --resume was not given: training starts from '
+            'the beginning')
+    if request is not None:
+        cfg.resume = resume
+        if resume:
+            cfg.load_from = None if request == 'auto' else request
+    return notes
+
+
+def _lock(work_dir: str) -> WorkDirLock:
+    """Take the work dir, or end with one line naming the run that has
+    it."""
+    lock = WorkDirLock(work_dir, command=' '.join(sys.argv))
+    try:
+        lock.acquire()
+    except WorkDirBusyError as err:
+        _error(str(err))
+    except OSError as err:
+        _error(f'cannot use work dir {work_dir}: {err}')
+    return lock
+
+
 def main() -> None:
     args = parse_args()
     if not osp.isfile(args.config):
-        # one line and exit 2, as argparse reports a bad argument
-        print(
-            f'train.py: error: config file not found: {args.config}',
-            file=sys.stderr)
-        sys.exit(2)
+        _error(f'config file not found: {args.config}')
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
@@ -81,25 +147,36 @@ def main() -> None:
                                 osp.splitext(osp.basename(args.config))[0])
     if args.amp:
         enable_amp(cfg)
-    if args.resume == 'auto':
-        cfg.resume = True
-        cfg.load_from = None
-    elif args.resume is not None:
-        cfg.resume = True
-        cfg.load_from = args.resume
-
+    notes = _resume(cfg, args.resume)
     if args.check_data or cfg.get('check_data', False):
         if not check_before_run(cfg):
             sys.exit(1)
-
-    add_rng_state_hook(cfg)
-    setup_cpu_distributed(cfg, args.launcher)
-    if 'runner_type' in cfg:
-        runner = RUNNERS.build(cfg)
-    else:
-        runner = Runner.from_cfg(cfg)
-    guard_runner_data(runner, args.on_data_error)
-    runner.train()
+    make_training_resumable(cfg)
+    # rank 0 alone guards the work dir; the others wait for it in the
+    # process group (and the launcher ends them if it refuses)
+    lock = _lock(cfg.work_dir) if launcher_rank(args.launcher) == 0 else None
+    if lock is not None and lock.stale is not None:
+        notes.append(f'took over {lock.path} of pid {lock.stale.get("pid")} '
+                     f'on {lock.stale.get("host")}: {lock.stale["reason"]}')
+    if lock is not None:  # one copy of each warning, first thing
+        for note in notes:
+            print(f'train.py: warning: {note}', file=sys.stderr)
+    try:
+        with _exit_on_signals():
+            setup_cpu_distributed(cfg, args.launcher)
+            if 'runner_type' in cfg:
+                runner = RUNNERS.build(cfg)
+            else:
+                runner = Runner.from_cfg(cfg)
+            guard_runner_data(runner, args.on_data_error)
+            for note in notes:
+                runner.logger.warning(note)
+            runner.train()
+    except CheckpointWriteError as err:
+        _error(str(err), status=1)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 if __name__ == '__main__':

@@ -89,6 +89,32 @@ def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
     return names
 
 
+def _text_tower_file(pretrained: Optional[str], model_name: str):
+    """An :class:`~mmlocat.models.clip.OpenCLIPTextTower` with the weights
+    of a text tower file written by ``lastclip2mmlocat.py --text-out`` (a
+    trained LaSt-CLIP text tower, no image keys), or ``None`` for any other
+    ``pretrained``.
+
+    Raises:
+        ValueError: The file was trained as another open_clip model.
+    """
+    if not pretrained or not osp.isfile(pretrained):
+        return None
+    from mmlocat.models.clip.export import TEXT_TOWER_KEY
+    info = read_checkpoint_meta(pretrained).get(TEXT_TOWER_KEY)
+    if info is None:
+        return None
+    trained_as = info.get('model_name')
+    if trained_as and trained_as != model_name:
+        raise ValueError(f'{pretrained} is the text tower of open_clip model '
+                         f'{trained_as!r}, not {model_name!r}: pass --model '
+                         f'{trained_as}')
+    from mmlocat.models.clip import OpenCLIPTextTower
+    tower = OpenCLIPTextTower(model_name=model_name, weights=pretrained)
+    tower.init_weights()
+    return tower
+
+
 def open_clip_encoder(model_name: str,
                       pretrained: Optional[str],
                       device: str = 'cpu') -> Encoder:
@@ -96,7 +122,9 @@ def open_clip_encoder(model_name: str,
 
     Args:
         model_name: open_clip model name (e.g. ``'ViT-B-16'``).
-        pretrained: A weights file or an open_clip tag.
+        pretrained: A weights file or an open_clip tag; a trained LaSt-CLIP
+            text tower (``lastclip2mmlocat.py --text-out``) is read into
+            open_clip's text tower alone.
         device: Where the tower runs.
     """
     try:
@@ -105,8 +133,12 @@ def open_clip_encoder(model_name: str,
     except ImportError as err:
         raise ImportError('text embeddings need open_clip: pip install '
                           'open_clip_torch') from err
-    model = open_clip.create_model(
-        model_name, pretrained=pretrained, device=device).eval()
+    text_tower = _text_tower_file(pretrained, model_name)
+    if text_tower is not None:
+        model = text_tower.model.to(device).eval()  # visual removed
+    else:
+        model = open_clip.create_model(
+            model_name, pretrained=pretrained, device=device).eval()
     tokenizer = open_clip.get_tokenizer(model_name)
 
     def encode(prompts: List[str]):

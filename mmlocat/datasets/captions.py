@@ -29,7 +29,7 @@ import json
 import logging
 import os.path as osp
 from collections import OrderedDict
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Set, Tuple, Union
 
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
@@ -38,7 +38,7 @@ from mmlocat.registry import DATASETS
 
 __all__ = [
     'BaseCaptionDataset', 'CocoCaptionDataset', 'TsvCaptionDataset',
-    'decode_text', 'read_text', 'TSV_QUOTING'
+    'decode_text', 'read_text', 'TSV_QUOTING', 'read_image_ids'
 ]
 
 MISSING_POLICIES = ('error', 'skip')
@@ -164,16 +164,93 @@ class BaseCaptionDataset(BaseDataset):
         return data_list
 
 
+def read_image_ids(spec: Union[str, Sequence[int]]) -> Set[int]:
+    """Image ids from a list, a ``.txt`` (one id a line) or a ``.json``
+    (a list of ids, or a COCO / LVIS-format file: the ids of its
+    ``images``; LVIS uses COCO's image ids).
+
+    Raises:
+        FileNotFoundError: A missing file.
+        ValueError: Something that is not a list of integer ids.
+    """
+    where = 'exclude_ids'
+    if isinstance(spec, str):
+        where = spec
+        if not osp.isfile(spec):
+            raise FileNotFoundError(f'image-id list not found: {spec}')
+        if spec.endswith('.json'):
+            with open(spec, encoding='utf-8') as f:
+                data = json.load(f)
+            if isinstance(data, dict):
+                if 'images' not in data:
+                    raise ValueError(
+                        f'{spec} is neither a list of image ids nor a '
+                        "COCO / LVIS-format file (no 'images')")
+                data = [img.get('id') for img in data['images']]
+        else:
+            with open(spec, encoding='utf-8') as f:
+                data = [line.strip() for line in f if line.strip()]
+            try:
+                data = [int(x) for x in data]
+            except ValueError as err:
+                raise ValueError(f'{spec}: one integer image id a line '
+                                 f'expected ({err})') from None
+    else:
+        data = list(spec)
+    bad = [x for x in data if isinstance(x, bool) or not isinstance(x, int)]
+    if bad:
+        raise ValueError(f'{where}: image ids must be integers, got '
+                         f'{bad[:5]}')
+    return set(data)
+
+
 @DATASETS.register_module()
 class CocoCaptionDataset(BaseCaptionDataset):
     """COCO Captions (``captions_{train,val}2017.json``).
 
-    Example::
+    Example (train2017 without the LVIS v1 val images, which LVIS drew from
+    it)::
 
         dict(type='mmlocat.CocoCaptionDataset', data_root='data/coco',
              ann_file='annotations/captions_train2017.json',
-             data_prefix=dict(img_path='train2017/'))
+             data_prefix=dict(img_path='train2017/'),
+             exclude_ids='data/lvis_v1/annotations/lvis_v1_val.json')
+
+    Args:
+        exclude_ids: Images to leave out, by COCO image id: a list, or a
+            file (:func:`read_image_ids`: e.g. ``lvis_v1_val.json``). The
+            number left out is logged; a list that matches no image of
+            ``ann_file`` is an error (a wrong file).
+        **kwargs: :class:`BaseCaptionDataset` arguments.
     """
+
+    def __init__(self,
+                 *args,
+                 exclude_ids: Union[str, Sequence[int], None] = None,
+                 **kwargs) -> None:
+        self.exclude_ids = exclude_ids
+        self._excluded = (
+            read_image_ids(exclude_ids) if exclude_ids is not None else None)
+        super().__init__(*args, **kwargs)
+
+    def _drop_excluded(self, files: Dict[int, str]) -> Dict[int, str]:
+        if self._excluded is None:
+            return files
+        where = (
+            self.exclude_ids if isinstance(self.exclude_ids, str) else
+            f'exclude_ids ({len(self._excluded)} ids)')
+        hit = self._excluded & set(files)
+        if not hit:
+            raise ValueError(
+                f'{where} matches no image of {self.ann_file} '
+                f'({len(files)} images, ids e.g. {sorted(files)[:3]}); '
+                'exclude_ids takes COCO image ids')
+        print_log(
+            f'{self.ann_file}: left out {len(hit)} of {len(files)} images '
+            f'listed in {where}; {len(files) - len(hit)} images kept',
+            logger='current',
+            level=logging.INFO)
+        return {k: v for k, v in files.items() if k not in hit}
 
     def read_pairs(self) -> List[Pair]:
         with open(self.ann_file, encoding='utf-8') as f:
@@ -186,6 +263,7 @@ class CocoCaptionDataset(BaseCaptionDataset):
             img['id']: img['file_name']
             for img in data['images']
         }
+        kept = self._drop_excluded(files)
         pairs = []
         for ann in data['annotations']:
             if ann.get('image_id') not in files:
@@ -193,7 +271,9 @@ class CocoCaptionDataset(BaseCaptionDataset):
                     f'{self.ann_file}: annotation {ann.get("id")} names '
                     f'image_id {ann.get("image_id")!r}, which is not in '
                     "'images'")
-            pairs.append((files[ann['image_id']], ann.get('caption')
+            if ann['image_id'] not in kept:
+                continue
+            pairs.append((kept[ann['image_id']], ann.get('caption')
                           or '', f'annotation id {ann.get("id")}'))
         return pairs
 

@@ -1,3 +1,4 @@
 from .hooks import *  # noqa: F401,F403
+from .loops import *  # noqa: F401,F403
 from .model_wrappers import *  # noqa: F401,F403
 from .optimizers import *  # noqa: F401,F403

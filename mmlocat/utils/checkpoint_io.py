@@ -10,13 +10,16 @@ sentence saying so. Non-finite weights are refused. Loading always reports
 missing, unexpected and mis-shaped keys, so a model never runs silently
 half-random.
 """
+import errno
+import os
 import os.path as osp
+import secrets
 import struct
 import sys
 import zipfile
 from collections import OrderedDict
-from typing import (Callable, Dict, Iterable, List, NamedTuple, Optional,
-                    Sequence)
+from typing import (BinaryIO, Callable, Dict, Iterable, List, NamedTuple,
+                    Optional, Sequence)
 
 import torch
 from torch import nn
@@ -25,7 +28,7 @@ __all__ = [
     'read_checkpoint', 'read_state_dict', 'save_checkpoint', 'strip_prefix',
     'LoadReport', 'load_state_dict_reported', 'sniff_checkpoint',
     'check_finite', 'unwrap_state_dict', 'run_cli', 'CLI_ERRORS',
-    'save_converted'
+    'save_converted', 'write_atomic', 'CheckpointWriteError'
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
@@ -267,20 +270,135 @@ def strip_prefix(state_dict: Dict[str, torch.Tensor],
     return out
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint (or its ``last_checkpoint`` pointer) could not be written.
+
+    The message names the file and the cause; the file under that name is
+    unchanged (the previous version, if any, is intact) and no partial
+    file is left behind.
+    """
+
+
+# Why a write failed, in words a user can act on.
+_WRITE_HINTS = {
+    errno.EISDIR: 'a directory is in the way',
+    errno.ENOTDIR: 'a file is in the way of a folder on the path',
+    errno.ENOSPC: 'the disk is full',
+    errno.EDQUOT: 'the disk quota is exceeded',
+    errno.EFBIG: 'the file size limit is exceeded',
+    errno.EACCES: 'the folder is not writable',
+    errno.EPERM: 'the folder is not writable',
+    errno.EROFS: 'the file system is read-only',
+}
+
+
+def write_atomic(path: str, write: Callable[[BinaryIO], None]) -> None:
+    """Write a file so that ``path`` is either complete or unchanged.
+
+    ``write`` fills a temporary file in the same folder (same file system,
+    so the rename is atomic), which is flushed, ``fsync``-ed and then
+    renamed over ``path`` (``os.replace``); the folder is ``fsync``-ed so
+    the rename survives a power loss. A crash or a failed write (disk
+    full, folder not writable, a directory named ``path``) leaves the old
+    file, if any, untouched and removes the temporary file. The new file
+    gets the usual permissions (``0o666`` less the umask), as ``open``
+    would give it.
+
+    Args:
+        path: The final file.
+        write: Called with the open binary temporary file.
+
+    Raises:
+        CheckpointWriteError: If any step fails; the message names
+            ``path``, the cause and that nothing was changed.
+    """
+    path = osp.abspath(path)
+    folder = osp.dirname(path)
+    # hidden, unique per process and call; never matched by a checkpoint
+    # glob and never named by last_checkpoint
+    tmp = osp.join(
+        folder, f'.{osp.basename(path)}.{os.getpid()}.'
+        f'{secrets.token_hex(4)}.tmp')
+    try:
+        if osp.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR),
+                                    path)
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        _remove_quietly(tmp)
+        # an interrupt (SystemExit, KeyboardInterrupt) stays what it is
+        err = _os_error_in(exc) if isinstance(exc, Exception) else None
+        if err is None:
+            raise
+        hint = _WRITE_HINTS.get(err.errno)
+        cause = f'{hint} ({err.strerror})' if hint else str(err)
+        kept = ('the previous file is unchanged'
+                if osp.isfile(path) else 'nothing was written')
+        error = CheckpointWriteError(f'cannot write {path}: {cause}; {kept}')
+        error.errno = err.errno
+        raise error from exc
+    _fsync_folder(folder)
+
+
+def _os_error_in(exc: BaseException) -> Optional[OSError]:
+    """The OSError behind ``exc``: itself, or one it was raised from or
+    while handling (``torch.save`` turns a failed write into a
+    RuntimeError of its zip writer)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _fsync_folder(folder: str) -> None:
+    """Persist a rename in ``folder`` (a no-op where folders can't sync)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # e.g. some network file systems refuse fsync on a folder
+    finally:
+        os.close(fd)
+
+
 def save_checkpoint(state_dict: Dict[str, torch.Tensor],
                     path: str,
                     meta: Optional[dict] = None) -> None:
     """Save an mmengine-style checkpoint ``{'state_dict', 'meta'}``.
 
+    The write is atomic (:func:`write_atomic`): ``path`` is complete or
+    unchanged.
+
     Raises:
         ValueError: If a tensor holds NaN / inf (nothing is written).
         FileNotFoundError: If the output folder does not exist.
+        CheckpointWriteError: If the file cannot be written.
     """
     check_finite(state_dict, 'the converted state dict')
     dirname = osp.dirname(osp.abspath(path))
     if not osp.isdir(dirname):
         raise FileNotFoundError(f'output folder does not exist: {dirname}')
-    torch.save(dict(state_dict=state_dict, meta=meta or {}), path)
+    checkpoint = dict(state_dict=state_dict, meta=meta or {})
+    write_atomic(path, lambda f: torch.save(checkpoint, f))
 
 
 def save_converted(state_dict: Dict[str, torch.Tensor],

@@ -1,12 +1,15 @@
 """Launcher helpers shared by ``tools/train.py`` and ``tools/test.py``."""
 import os
+import os.path as osp
+from typing import Optional, Tuple
 
 import torch
 import torch.distributed as dist
 from mmengine.config import Config
 
 __all__ = [
-    'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook'
+    'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook',
+    'make_training_resumable', 'resolve_resume', 'launcher_rank'
 ]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
@@ -78,16 +81,128 @@ def load_config(path: str) -> Config:
     return cfg
 
 
+def _add_custom_hook(cfg: Config, name: str) -> None:
+    """Append ``mmlocat.NAME`` to ``custom_hooks`` unless it is there."""
+    hooks = list(cfg.get('custom_hooks', None) or [])
+    if any(str(h.get('type', '')).split('.')[-1] == name for h in hooks):
+        return
+    hooks.append(dict(type=f'mmlocat.{name}'))
+    cfg.custom_hooks = hooks
+
+
 def add_rng_state_hook(cfg: Config) -> None:
     """Add :class:`mmlocat.engine.RNGStateHook` unless the config has it.
 
     Checkpoints then carry the random-generator state and ``--resume``
     continues bit-identically.
     """
-    hooks = list(cfg.get('custom_hooks', None) or [])
-    if any(
-            str(h.get('type', '')).split('.')[-1] == 'RNGStateHook'
-            for h in hooks):
+    _add_custom_hook(cfg, 'RNGStateHook')
+
+
+# mmengine's own classes, which the mmlocat subclasses replace one to one
+_PLAIN_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook')
+_PLAIN_EPOCH_LOOP = ('EpochBasedTrainLoop', 'mmengine.EpochBasedTrainLoop')
+
+
+def make_training_resumable(cfg: Config) -> None:
+    """What ``tools/train.py`` adds so an interrupted run resumes exactly.
+
+    * :class:`mmlocat.engine.RNGStateHook` (random state in checkpoints);
+    * :class:`mmlocat.engine.PreemptionHook` (SIGTERM / SIGUSR1 save a
+      checkpoint at the next iteration, then exit; slurm requeue);
+    * :class:`mmlocat.engine.SchedulerStateHook` (scheduler states that
+      weights-only loading reads: OneCycle's annealing function by name);
+    * ``default_hooks.checkpoint``: mmengine's ``CheckpointHook`` becomes
+      :class:`mmlocat.engine.AtomicCheckpointHook` (same arguments;
+      complete-or-absent files, ``last_checkpoint`` only after);
+    * ``train_cfg``: mmengine's epoch-based loop becomes
+      :class:`mmlocat.engine.ResumableEpochBasedTrainLoop` (same
+      arguments; resumes inside an epoch).
+
+    A hook or loop of another type that the config names is kept as is.
+    """
+    add_rng_state_hook(cfg)
+    _add_custom_hook(cfg, 'PreemptionHook')
+    _add_custom_hook(cfg, 'SchedulerStateHook')
+    checkpoint = (cfg.get('default_hooks', None) or {}).get('checkpoint')
+    if checkpoint is not None and checkpoint.get(
+            'type', None) in _PLAIN_CHECKPOINT_HOOK:
+        checkpoint['type'] = 'mmlocat.AtomicCheckpointHook'
+    train_cfg = cfg.get('train_cfg', None)
+    if not train_cfg:
         return
-    hooks.append(dict(type='mmlocat.RNGStateHook'))
-    cfg.custom_hooks = hooks
+    loop = train_cfg.get('type', None)
+    if loop in _PLAIN_EPOCH_LOOP or (loop is None
+                                     and train_cfg.get('by_epoch', False)):
+        train_cfg.pop('by_epoch', None)
+        train_cfg['type'] = 'mmlocat.ResumableEpochBasedTrainLoop'
+
+
+def resolve_resume(work_dir: str,
+                   resume: Optional[str]) -> Tuple[bool, Optional[str]]:
+    """Check a ``--resume`` request before anything starts.
+
+    Args:
+        work_dir: The run's work dir.
+        resume: ``None`` (no ``--resume``), ``'auto'`` (the latest
+            checkpoint of the work dir) or a checkpoint path.
+
+    Returns:
+        ``(resume, note)``: whether the Runner resumes, and a warning to
+        show when it does not although asked to (no checkpoint in the work
+        dir), or when a fresh run will overwrite an earlier run's
+        checkpoints.
+
+    Raises:
+        FileNotFoundError: If ``resume`` is a local path that does not
+            exist, or ``last_checkpoint`` names a missing file.
+        IsADirectoryError: If ``resume`` is a folder.
+    """
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    latest = None
+    if osp.isfile(pointer):
+        with open(pointer) as f:
+            latest = f.read().strip() or None
+    if resume is None:
+        if latest is None:
+            return False, None
+        return False, (
+            f'{work_dir} holds the checkpoints of an earlier run '
+            f'(last_checkpoint: {latest}); this run starts from the '
+            'beginning and overwrites checkpoints of the same name; pass '
+            '--resume to continue that run instead')
+    if resume != 'auto':
+        if '://' not in resume:  # remote stores: mmengine's backend reads
+            if osp.isdir(resume):
+                raise IsADirectoryError(f'--resume: {resume} is a '
+                                        'directory, not a checkpoint file')
+            if not osp.isfile(resume):
+                raise FileNotFoundError(
+                    f'--resume: checkpoint not found: {resume}')
+        return True, None
+    if latest is None:
+        return False, (f'--resume: no checkpoint to resume from in '
+                       f'{work_dir} (no last_checkpoint file): training '
+                       'starts from the beginning')
+    if '://' not in latest and not osp.isfile(latest):
+        raise FileNotFoundError(
+            f'--resume: {pointer} names {latest}, which does not exist '
+            '(moved or deleted?); pass --resume PATH to choose a checkpoint')
+    return True, None
+
+
+def launcher_rank(launcher: str) -> int:
+    """This process's global rank, from the launcher's environment.
+
+    Known before any process group exists (so rank 0 alone can take the
+    work-dir lock): torchrun's ``RANK``, slurm's ``SLURM_PROCID``, Open
+    MPI's ``OMPI_COMM_WORLD_RANK`` (or ``PMI_RANK``); 0 without a launcher.
+    """
+    keys = dict(
+        pytorch=('RANK', ),
+        slurm=('SLURM_PROCID', ),
+        mpi=('OMPI_COMM_WORLD_RANK', 'PMI_RANK')).get(launcher, ())
+    for key in keys:
+        if os.environ.get(key, '').isdigit():
+            return int(os.environ[key])
+    return 0

@@ -62,12 +62,28 @@ def clip_provenance(model_name: Optional[str], weights: Optional[str]) -> Dict:
     return record
 
 
-def check_same_clip(text_model: Dict, text_file: str, image_model: Dict,
-                    image_file: str) -> None:
+EMBEDDINGS_HINT = ('dump the embeddings with the text tower of the same CLIP '
+                   '(tools/misc/dump_text_embeddings.py --model / '
+                   '--pretrained)')
+
+
+def check_same_clip(text_model: Dict,
+                    text_file: str,
+                    image_model: Dict,
+                    image_file: str,
+                    text_kind: str = 'text embeddings',
+                    image_kind: str = 'the backbone checkpoint',
+                    hint: str = EMBEDDINGS_HINT) -> None:
     """Raise if two provenance records name different CLIPs.
 
     Each field (``name``, ``sha256``) is compared only when both records
     have it.
+
+    Args:
+        text_model, image_model: The two records.
+        text_file, image_file: Where they were read (for the message).
+        text_kind, image_kind: What the two files are (for the message).
+        hint: How to fix it (the end of the message).
 
     Raises:
         ValueError: Naming both files and the differing values.
@@ -76,10 +92,8 @@ def check_same_clip(text_model: Dict, text_file: str, image_model: Dict,
         found, expected = text_model.get(key), image_model.get(key)
         if found is not None and expected is not None and found != expected:
             raise ValueError(
-                f'text embeddings {text_file} come from CLIP {key} {found!r} '
-                f'but the backbone checkpoint {image_file} from {expected!r}; '
-                'dump the embeddings with the text tower of the same CLIP '
-                '(tools/misc/dump_text_embeddings.py --model / --pretrained)')
+                f'{text_kind} {text_file} come from CLIP {key} {found!r} '
+                f'but {image_kind} {image_file} from {expected!r}; {hint}')
 
 
 def check_checkpoint_clip(text_model: Dict, text_file: str,

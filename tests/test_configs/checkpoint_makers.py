@@ -287,13 +287,18 @@ def run_tool(script: str, *args: str) -> str:
 
 
 def save_training_checkpoint(model, cfg: Config, path: str) -> None:
-    """What mmengine's Runner saves (``meta['cfg']`` and ``state_dict``)."""
+    """What mmengine's Runner saves (``meta['cfg']`` and ``state_dict``),
+    with the CLIP records :class:`mmlocat.CLIPProvenanceHook` adds to a
+    ``CLIPContrastive`` run's checkpoints."""
     from mmengine.runner.checkpoint import save_checkpoint, weights_to_cpu
+
+    from mmlocat.models.clip.export import PROVENANCE_KEY
     text = Config(cfg.to_dict(), format_python_code=False).pretty_text
+    meta = dict(cfg=text, epoch=1, iter=1)
+    if hasattr(model, 'clip_provenance'):
+        meta[PROVENANCE_KEY] = copy.deepcopy(model.clip_provenance)
     save_checkpoint(
-        dict(
-            meta=dict(cfg=text, epoch=1, iter=1),
-            state_dict=weights_to_cpu(model.state_dict())), path)
+        dict(meta=meta, state_dict=weights_to_cpu(model.state_dict())), path)
 
 
 # ------------------------------------------------------------------ makers
@@ -492,28 +497,35 @@ MAKERS: Dict[str, Maker] = {
     converted_clip('checkpoints/b16_fullcc2.5b.pt', 'ViT-B-16-quickgelu'),
     'checkpoints/metaclip-l14-fullcc_mmlocat.pth':
     converted_clip('checkpoints/l14_fullcc2.5b.pt', 'ViT-L-14-quickgelu'),
-    # ... and the LaSt-CLIP runs through lastclip2mmlocat.py.
+    # ... and the LaSt-CLIP runs (and their same-recipe CLS twins) through
+    # lastclip2mmlocat.py.
     'checkpoints/last-clip-vit-b16_mmlocat.pth':
-    trained('configs/last/clip_last-b16_8xb64_coco-caption.py',
-            'lastclip2mmlocat.py'),
+    trained('configs/last/clip_last-b16_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
+    'checkpoints/cls-clip-vit-b16_mmlocat.pth':
+    trained('configs/last/clip_cls-b16_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
     'checkpoints/last-clip-vit-l14_mmlocat.pth':
-    trained('configs/last/clip_last-l14_8xb64_coco-caption.py',
-            'lastclip2mmlocat.py'),
+    trained('configs/last/clip_last-l14_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
+    'checkpoints/cls-clip-vit-l14_mmlocat.pth':
+    trained('configs/last/clip_cls-l14_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
     'checkpoints/last-eva02-clip-b16_mmlocat.pth':
-    trained('configs/last/clip_last-eva02-b16_8xb64_coco-caption.py',
+    trained('configs/last/clip_last-eva02-b16_8xb64_cc3m.py',
+            'lastclip2mmlocat.py'),
+    'checkpoints/cls-eva02-clip-b16_mmlocat.pth':
+    trained('configs/last/clip_cls-eva02-b16_8xb64_cc3m.py',
             'lastclip2mmlocat.py'),
     'checkpoints/last-eva02-clip-l14-336_mmlocat.pth':
-    trained('configs/last/clip_last-eva02-l14-336_8xb64_coco-caption.py',
+    trained('configs/last/clip_last-eva02-l14-336_8xb64_cc3m.py',
+            'lastclip2mmlocat.py'),
+    'checkpoints/cls-eva02-clip-l14-336_mmlocat.pth':
+    trained('configs/last/clip_cls-eva02-l14-336_8xb64_cc3m.py',
             'lastclip2mmlocat.py'),
     # No LaSt-CLIP recipe of a MetaCLIP tower ships (the zero-shot README
     # says so): the B/16 / L/14 recipes' run, the same architecture, stands
     # for it.
     'checkpoints/last-metaclip-b16-fullcc_mmlocat.pth':
-    trained('configs/last/clip_last-b16_8xb64_coco-caption.py',
-            'lastclip2mmlocat.py'),
+    trained('configs/last/clip_last-b16_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
     'checkpoints/last-metaclip-l14-fullcc_mmlocat.pth':
-    trained('configs/last/clip_last-l14_8xb64_coco-caption.py',
-            'lastclip2mmlocat.py'),
+    trained('configs/last/clip_last-l14_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
 }
 
 MAKER_KINDS = ('converted_timm', 'converted_torchvision', 'converted_dino',
@@ -531,7 +543,7 @@ def missing_maker_message(config: str, names: List[str]) -> str:
     lines += [f"    '{n}': MAKER(...)," for n in names]
     lines.append(f'with MAKER one of {", ".join(MAKER_KINDS)} (e.g. '
                  "converted_clip('checkpoints/ViT-B-16.pt', 'ViT-B-16'), "
-                 "trained('configs/last/clip_last-b16_8xb64_coco-caption.py',"
+                 "trained('configs/last/clip_last-b16_8xb64_cc3m.py',"
                  " 'lastclip2mmlocat.py')), or a new maker beside them for a "
                  'new converter')
     return '\n'.join(lines)

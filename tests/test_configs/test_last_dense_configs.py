@@ -29,6 +29,8 @@ TOWERS = {
     'metaclip-b16': ('mmlocat.CLIPViT', 'b', 'metaclip-b16-fullcc'),
     'metaclip-l14': ('mmlocat.CLIPViT', 'l', 'metaclip-l14-fullcc'),
 }
+# towers with a same-recipe CLS twin (configs/last/clip_cls-*)
+CLS_TWINS = ('clip-b16', 'clip-l14', 'eva02-clip-b16', 'eva02-clip-l14-336')
 OPENAI_MEAN = [122.771, 116.746, 104.094]
 OPENAI_STD = [68.501, 66.632, 70.323]
 # dataset -> (mmseg dataset type, SCLIP's Resize short side (cfg_*.py),
@@ -68,9 +70,10 @@ def _without_last_parts(cfg):
 def test_every_combination_exists_and_nothing_else():
     found = sorted(
         osp.basename(p) for p in glob.glob(osp.join(LAST, 'zeroshot_*.py')))
-    expected = sorted(f'zeroshot_{p}{t}_{d}.py' for t, d in ZERO_SHOT
-                      for p in ('', 'last-'))
-    assert found == expected and len(found) == 72
+    expected = sorted([
+        f'zeroshot_{p}{t}_{d}.py' for t, d in ZERO_SHOT for p in ('', 'last-')
+    ] + [f'zeroshot_cls-{t}_{d}.py' for t, d in ZERO_SHOT if t in CLS_TWINS])
+    assert found == expected and len(found) == 96
 
 
 @pytest.mark.parametrize('tower, dataset', ZERO_SHOT)
@@ -123,6 +126,15 @@ def test_zero_shot_config(tower, dataset):
     assert twin.model.text_embeddings == \
         f'data/embeddings/{dataset}_last-{tower}.npy'
     assert _without_last_parts(twin) == _without_last_parts(cfg)
+    # The same-recipe CLS twin (configs/last/clip_cls-*): its checkpoint and
+    # embedding file only.
+    if tower in CLS_TWINS:
+        cls = _load(f'zeroshot_cls-{tower}_{dataset}.py')
+        assert cls.model.backbone.init_cfg.checkpoint == \
+            f'checkpoints/cls-{stem}_mmlocat.pth'
+        assert cls.model.text_embeddings == \
+            f'data/embeddings/{dataset}_cls-{tower}.npy'
+        assert _without_last_parts(cls) == _without_last_parts(cfg)
 
 
 def test_coco_object_reads_coco_stuff_conversions():

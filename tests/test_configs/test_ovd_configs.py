@@ -19,6 +19,9 @@ PAIRS = [('fvit_clip-b16_ov-coco', 'fvit_last-b16_ov-coco'),
          ('fvit_eva02-clip-b16_ov-lvis', 'fvit_last-eva02-clip-b16_ov-lvis'),
          ('fvit_eva02-clip-l14-336_ov-lvis',
           'fvit_last-eva02-clip-l14-336_ov-lvis')]
+# the same-recipe CLS twins of the LaSt towers (configs/last/clip_cls-*)
+CLS_PAIRS = [(last, last.replace('fvit_last-', 'fvit_cls-'))
+             for _, last in PAIRS]
 IMAGENET_MEAN, IMAGENET_STD = [123.675, 116.28,
                                103.53], [58.395, 57.12, 57.375]
 CLIP_MEAN, CLIP_STD = [122.771, 116.746, 104.094], [68.501, 66.632, 70.323]
@@ -30,7 +33,7 @@ def _load(repo_root, name):
 
 def test_all_configs_load(repo_root):
     files = sorted(glob.glob(osp.join(repo_root, 'configs/ovd/*.py')))
-    assert len(files) == 17
+    assert len(files) == 25
     for path in files:
         cfg = Config.fromfile(path)
         assert cfg.default_scope == 'mmdet'
@@ -51,6 +54,17 @@ def test_twins_differ_only_in_checkpoint(repo_root, plain, last):
         _load(repo_root, last).to_dict())
     assert set(changed) == {'model.backbone.init_cfg.checkpoint.'}
     assert 'last' in changed['model.backbone.init_cfg.checkpoint.'][1]
+
+
+@pytest.mark.parametrize('last, cls', CLS_PAIRS)
+def test_cls_twins_differ_only_in_checkpoint(repo_root, last, cls):
+    changed = diff(
+        _load(repo_root, last).to_dict(),
+        _load(repo_root, cls).to_dict())
+    key = 'model.backbone.init_cfg.checkpoint.'
+    assert set(changed) == {key}
+    assert changed[key][1] == changed[key][0].replace('checkpoints/last-',
+                                                      'checkpoints/cls-')
 
 
 def test_ov_coco_settings(repo_root):

@@ -16,33 +16,14 @@ that differs between the two runs (measured 1.8e-5 after 6 steps) --
 round-off amplified by the optimizer, not a difference of DDP.
 """
 import os.path as osp
-import socket
-import subprocess
-import sys
 
 import pytest
 import torch
-from tiny_cls import probe_env, write_tiny_cls_config
+from tiny_cls import probe_env, read_losses, run_train, write_tiny_cls_config
 
 from mmlocat.testing import generate
 
 ITERS = 6
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def _losses(path: str) -> dict:
-    """(rank, iteration) -> loss."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            rank, step, value = line.split()
-            out[int(rank), int(step)] = float.fromhex(value)
-    return out
 
 
 @pytest.mark.timeout(600)
@@ -55,7 +36,6 @@ def test_two_gloo_processes_equal_one_at_twice_the_batch(
         num_val=1,
         img_size=(32, 32),
         seed=1)['data_root']
-    env = probe_env(subprocess_env)
 
     runs = {}
     for name, procs, batch in (('single', 1, 4), ('ddp', 2, 2)):
@@ -68,23 +48,17 @@ def test_two_gloo_processes_equal_one_at_twice_the_batch(
             random_train=False,
             optimizer=dict(type='SGD', lr=0.05, momentum=0.9))
         work = str(tmp_path / name)
-        env['PROBE_LOSSES'] = str(tmp_path / f'{name}.txt')
-        if procs == 1:
-            cmd = [sys.executable, 'tools/train.py', config]
-        else:
-            env['PORT'] = str(_free_port())
-            cmd = ['bash', 'tools/dist_train.sh', config, str(procs)]
-        proc = subprocess.run([*cmd, '--work-dir', work],
-                              capture_output=True,
-                              text=True,
-                              env=env,
-                              cwd=repo_root,
-                              timeout=300)
-        assert proc.returncode == 0, (
-            proc.stdout[-2000:] + proc.stderr[-3000:])
+        losses = str(tmp_path / f'{name}.txt')
+        run_train(
+            config,
+            work,
+            probe_env(subprocess_env, losses=losses),
+            repo_root,
+            timeout=300,
+            procs=procs)
         ckpt = torch.load(
             osp.join(work, f'iter_{ITERS}.pth'), weights_only=True)
-        runs[name] = (_losses(env['PROBE_LOSSES']), ckpt['state_dict'])
+        runs[name] = (read_losses(losses, by_rank=True), ckpt['state_dict'])
 
     single, single_weights = runs['single']
     ddp, ddp_weights = runs['ddp']

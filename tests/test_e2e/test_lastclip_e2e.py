@@ -1,12 +1,20 @@
 """End to end: LaSt-CLIP through tools/train.py, tools/test.py, the
-converter and an OV-COCO F-ViT config (issue 14).
+converter, tools/misc/dump_text_embeddings.py, the F-ViT and zero-shot
+configs (issues 14, 24).
 
-A tiny CLIPViT (LazyStrike, K = N/2) and a random-init open_clip text tower
-(:mod:`tiny_clip`) train on the generated captioned shapes with retrieval
-evaluation, resume bit-identically from a checkpoint, are scored zero-shot
-from class embeddings written by the text-embedding library with the
-trained text tower, and the converted image tower loads into the shipped
-``fvit_last-b16_ov-coco.py`` (tiny).
+A tiny open_clip CLIP (random init, OpenAI's logit scale 100) stands for the
+user's pretrained CLIP: its image tower is converted with clip2mmlocat.py
+and its file is the text weights (:mod:`tiny_clip`). The shipped B/16
+recipe trains the LaSt tower (LazyStrike, K = N/2, its text tower trained
+too: ``lock_text=False``) and its CLS twin (the shipped ``lock_text=True``)
+on generated captioned shapes in webdataset shards: the scale starts at the
+checkpoint's 100 (logged at iteration 0) and never exceeds it, training
+learns and resumes bit-identically, zero-shot classification beats chance.
+Both towers convert (lastclip2mmlocat.py; the trained text tower to its own
+file), their text embeddings are dumped by the tool from the text tower
+each was trained with, and each runs through the shipped ``fvit_{last,cls}
+-b16_ov-coco.py`` and ``zeroshot_{last,cls}-clip-b16_voc20.py`` (tiny),
+which accept exactly those embeddings.
 """
 import os
 import os.path as osp
@@ -20,8 +28,8 @@ import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
-from tiny_clip import (EMBED, TOWER, write_tiny_clip_config,
-                       write_tiny_zero_shot_config)
+from tiny_clip import (EMBED, OPEN_CLIP_NAME, TOWER, write_tiny_clip_config,
+                       write_tiny_open_clip, write_tiny_zero_shot_config)
 from tiny_cls import probe_env
 
 from mmlocat.datasets.text_embeddings import (build_class_embeddings,
@@ -70,28 +78,107 @@ def captions(tmp_path_factory):
         32,
         8, (32, 32),
         seed=0,
-        zeroshot_per_class=4)
+        zeroshot_per_class=4,
+        shards=2)
 
 
 @pytest.fixture(scope='module')
-def trained(captions, tmp_path_factory, repo_root, subprocess_env):
-    tmp = tmp_path_factory.mktemp('lastclip')
+def clip(tmp_path_factory, repo_root, subprocess_env):
+    """The tiny pretrained CLIP and its image tower converted as the README
+    says (clip2mmlocat.py --model-config: meta['clip'] records the model,
+    its sha256 and exact GELU)."""
+    folder = str(tmp_path_factory.mktemp('tiny_clip'))
+    files = write_tiny_open_clip(folder)
+    files['converted'] = osp.join(folder, 'clip-tiny_mmlocat.pth')
+    _run([
+        sys.executable, 'tools/model_converters/clip2mmlocat.py',
+        files['weights'], files['converted'], '--model-config', files['config']
+    ], subprocess_env, repo_root)
+    return files
+
+
+def _train(name, captions, clip, tmp_path_factory, repo_root, env, iters,
+           **kwargs):
+    tmp = tmp_path_factory.mktemp(name)
     config = write_tiny_clip_config(
         str(tmp / 'tiny.py'),
         repo_root,
         captions,
-        iters=ITERS,
+        clip,
+        iters=iters,
         batch_size=16,
-        val_interval=EVERY,
-        checkpoint_interval=EVERY,
         probe=True,
-        lr=1e-3)
+        **kwargs)
     losses = str(tmp / 'ref.txt')
     work = str(tmp / 'ref')
     out = _run([sys.executable, 'tools/train.py', config, '--work-dir', work],
-               probe_env(subprocess_env, losses=losses), repo_root)
+               probe_env(env, losses=losses), repo_root)
     return dict(
-        config=config, work=work, out=out, losses=_losses(losses), tmp=tmp)
+        config=config,
+        work=work,
+        out=out,
+        losses=_losses(losses),
+        tmp=tmp,
+        checkpoint=osp.join(work, f'iter_{iters}.pth'))
+
+
+@pytest.fixture(scope='module')
+def trained(captions, clip, tmp_path_factory, repo_root, subprocess_env):
+    """The LaSt tower, its text tower trained too."""
+    return _train(
+        'lastclip',
+        captions,
+        clip,
+        tmp_path_factory,
+        repo_root,
+        subprocess_env,
+        ITERS,
+        val_interval=EVERY,
+        checkpoint_interval=EVERY,
+        lr=1e-3)
+
+
+@pytest.fixture(scope='module')
+def trained_cls(captions, clip, tmp_path_factory, repo_root, subprocess_env):
+    """The CLS twin with the shipped locked text tower (a short run)."""
+    return _train(
+        'clsclip',
+        captions,
+        clip,
+        tmp_path_factory,
+        repo_root,
+        subprocess_env,
+        10,
+        pooling='cls',
+        lock_text=True,
+        lr=1e-3)
+
+
+def _scales(out):
+    return [float(x) for x in re.findall(r'logit_scale: ([\d.]+)', out)]
+
+
+@pytest.mark.timeout(600)
+def test_pretrained_scale_starts_the_run_and_is_clamped(trained, trained_cls):
+    """The checkpoint's scale (100, OpenAI's) is logged at iteration 0 and
+    used by the first step; the clamp keeps every later one at or below
+    100 (the runs' iteration logs)."""
+    for run in (trained, trained_cls):
+        out = run['out']
+        start = re.search(
+            r'logit scale at iteration 0: 100\.0000 \(logit_scale '
+            r'4\.60517\d, pretrained, \S+tiny-lastclip\.pt\).*', out)
+        assert start, out[-3000:]
+        print(start.group(0))
+        scales = _scales(out)
+        assert scales[0] == 100.0 and len(scales) >= 10
+        assert max(scales) <= 100.0
+    # what the run recorded for the export: the text tower it trained
+    # against and the image init, both the tiny CLIP's
+    ckpt = torch.load(trained['checkpoint'], weights_only=False)
+    record = ckpt['meta']['clip_provenance']
+    assert record['text']['sha256'] == record['image']['sha256']
+    assert record['image']['name'] == OPEN_CLIP_NAME
 
 
 @pytest.mark.timeout(600)
@@ -160,7 +247,7 @@ def _class_embeddings(config, checkpoint, path, names=None, templates=None):
 
 @pytest.mark.timeout(600)
 def test_zero_shot_top1_through_tools_test(trained, repo_root, subprocess_env):
-    ckpt = osp.join(trained['work'], f'iter_{ITERS}.pth')
+    ckpt = trained['checkpoint']
     emb = _class_embeddings(trained['config'], ckpt,
                             str(trained['tmp'] / 'zs.npy'))
     out = _run([
@@ -175,11 +262,11 @@ def test_zero_shot_top1_through_tools_test(trained, repo_root, subprocess_env):
     assert top1 >= 12.5
 
 
-FVIT = 'configs/ovd/fvit_last-b16_ov-coco.py'
+FVIT = 'configs/ovd/fvit_{}-b16_ov-coco.py'
 
 
-def _tiny_fvit(backbone_ckpt, emb):
-    cfg = Config.fromfile(FVIT)
+def _tiny_fvit(backbone_ckpt, emb, pooling='last'):
+    cfg = Config.fromfile(FVIT.format(pooling))
     cfg.model.backbone.arch = dict(TOWER)
     cfg.merge_from_dict({
         'model.backbone.img_size':
@@ -226,26 +313,68 @@ def _tiny_fvit(backbone_ckpt, emb):
     return cfg
 
 
+def _dump(load_tool, monkeypatch, clip, weights, names, out, *extra):
+    """tools/misc/dump_text_embeddings.py (in this process), with the tiny
+    CLIP's model config and ``weights``."""
+    names_file = out[:-4] + '.names.txt'
+    with open(names_file, 'w') as f:
+        f.write(''.join(n + '\n' for n in names))
+    monkeypatch.setattr(sys, 'argv', [
+        'dump', '--names', names_file, '--model-config', clip['config'],
+        '--pretrained', weights, '--templates', 'single', '--prompt-style',
+        'plain', *extra, out
+    ])
+    load_tool('tools/misc/dump_text_embeddings.py', 'dump_e2e').main()
+    return out
+
+
 @pytest.fixture(scope='module')
-def converted(trained, repo_root, subprocess_env):
-    """The trained checkpoint and its lastclip2mmlocat conversion."""
-    src = osp.join(trained['work'], f'iter_{ITERS}.pth')
-    dst = str(trained['tmp'] / 'last-clip-vit-tiny_mmlocat.pth')
+def converted(trained, trained_cls, tmp_path_factory, repo_root,
+              subprocess_env):
+    """Both towers through lastclip2mmlocat.py: the LaSt run's trained text
+    tower to its own file; the CLS run's locked one is the tiny CLIP's."""
+    tmp = tmp_path_factory.mktemp('converted')
+    last = dict(
+        src=trained['checkpoint'],
+        dst=str(tmp / 'last-clip-vit-tiny_mmlocat.pth'),
+        text=str(tmp / 'last-clip-vit-tiny_text.pth'))
+    # a trained text tower without --text-out: refused, nothing written
+    proc = subprocess.run([
+        sys.executable, 'tools/model_converters/lastclip2mmlocat.py',
+        last['src'], last['dst']
+    ],
+                          cwd=repo_root,
+                          env=subprocess_env,
+                          capture_output=True,
+                          text=True)
+    assert proc.returncode == 2
+    assert 'trained its text tower (lock_text=False): write it with ' \
+        '--text-out' in proc.stderr
+    assert os.listdir(str(tmp)) == []
     _run([
-        sys.executable, 'tools/model_converters/lastclip2mmlocat.py', src, dst
+        sys.executable, 'tools/model_converters/lastclip2mmlocat.py',
+        last['src'], last['dst'], '--text-out', last['text']
     ], subprocess_env, repo_root)
-    return src, dst
+    cls = dict(
+        src=trained_cls['checkpoint'],
+        dst=str(tmp / 'cls-clip-vit-tiny_mmlocat.pth'))
+    _run([
+        sys.executable, 'tools/model_converters/lastclip2mmlocat.py',
+        cls['src'], cls['dst']
+    ], subprocess_env, repo_root)
+    assert sorted(os.listdir(str(tmp))) == sorted(
+        osp.basename(p) for p in (last['dst'], last['text'], cls['dst']))
+    return dict(last=last, cls=cls)
 
 
-def _trained_tower(src):
+def _trained_tower(src, prefix='image_encoder.'):
     """``image_encoder.*`` of the training checkpoint, prefix removed."""
     from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
     allow_mmengine_checkpoint_globals()
     state = torch.load(src, map_location='cpu', weights_only=True)
     return {
-        k[len('image_encoder.'):]: v
-        for k, v in state['state_dict'].items()
-        if k.startswith('image_encoder.')
+        k[len(prefix):]: v
+        for k, v in state['state_dict'].items() if k.startswith(prefix)
     }
 
 
@@ -255,82 +384,125 @@ def _assert_bit_equal(loaded, trained_tower):
         torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
 
 
+def test_converted_records_name_the_text_tower(trained, converted, clip):
+    from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
+    last, cls = converted['last'], converted['cls']
+    record = read_checkpoint_meta(last['dst'])['clip']
+    assert record == dict(
+        weights=osp.basename(last['text']),
+        sha256=file_sha256(last['text']),
+        source=f'lastclip:{file_sha256(last["src"])}',
+        act='gelu')
+    # the text file: open_clip's text keys, the trained scale
+    text = torch.load(last['text'], weights_only=True)
+    assert text['meta']['open_clip_text']['source'] == record['source']
+    tuned = _trained_tower(last['src'], 'text_encoder.model.')
+    _assert_bit_equal(
+        {
+            k: v
+            for k, v in text['state_dict'].items() if k != 'logit_scale'
+        }, tuned)
+    record = read_checkpoint_meta(cls['dst'])['clip']
+    assert record == dict(
+        weights=osp.basename(clip['weights']),
+        sha256=file_sha256(clip['weights']),
+        source=f'lastclip:{file_sha256(cls["src"])}',
+        act='gelu')
+
+
 @pytest.mark.timeout(600)
-def test_converted_tower_loads_into_ov_coco_fvit(trained, converted):
+def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
+                                              converted, tmp_path, load_tool,
+                                              monkeypatch):
+    """Each converted tower loads bit-equal into the shipped F-ViT config
+    of its kind and detects; its embeddings come from the text tower it was
+    trained with, and the other tower's are refused."""
     from mmdet.registry import MODELS as MMDET_MODELS
     from mmengine.registry import init_default_scope
 
     from mmlocat.datasets import OV_COCO_CLASSES
-    src, dst = converted
-    rows = list(OV_COCO_CLASSES) + ['background']
-    emb = np.random.RandomState(0).randn(len(rows), EMBED).astype('float32')
-    emb_path = save_text_embeddings(str(trained['tmp'] / 'ov.npy'), emb, rows)
+    from mmlocat.testing.fvit import det_batch
     init_default_scope('mmdet')
-    detector = MMDET_MODELS.build(_tiny_fvit(dst, emb_path).model)
-    detector.init_weights()
-    _assert_bit_equal(detector.backbone.state_dict(), _trained_tower(src))
-    assert detector.backbone.act == 'gelu'  # recorded by the converter
-    # the text tower was trained too: embeddings that claim the original
-    # CLIP are refused by F-ViT's provenance check
-    claimed = save_text_embeddings(
-        str(trained['tmp'] / 'ov_claimed.npy'),
-        emb,
-        rows,
-        text_model=dict(name='ViT-B-16'))
-    with pytest.raises(ValueError, match=f'lastclip:iter_{ITERS}.pth'):
-        MMDET_MODELS.build(_tiny_fvit(dst, claimed).model)
+    emb = dict(
+        last=_dump(load_tool, monkeypatch, clip,
+                   converted['last']['text'], OV_COCO_CLASSES,
+                   str(tmp_path / 'ov_last.npy'), '--background'),
+        cls=_dump(load_tool, monkeypatch,
+                  clip, clip['weights'], OV_COCO_CLASSES,
+                  str(tmp_path / 'ov_cls.npy'), '--background'))
+    for pooling, run in (('last', trained), ('cls', trained_cls)):
+        dst = converted[pooling]['dst']
+        torch.manual_seed(0)
+        detector = MMDET_MODELS.build(
+            _tiny_fvit(dst, emb[pooling], pooling).model)
+        detector.init_weights()
+        _assert_bit_equal(detector.backbone.state_dict(),
+                          _trained_tower(run['checkpoint']))
+        assert detector.backbone.act == 'gelu'  # recorded by the converter
+        detector.eval()
+        with torch.no_grad():
+            batch = det_batch(detector)
+            results = detector(**batch, mode='predict')
+        assert len(results) == 2
+        assert torch.isfinite(results[0].pred_instances.scores).all()
+        other = emb['cls' if pooling == 'last' else 'last']
+        with pytest.raises(ValueError, match='come from CLIP sha256'):
+            MMDET_MODELS.build(_tiny_fvit(dst, other, pooling).model)
 
 
 @pytest.mark.timeout(600)
-def test_converted_tower_loads_into_zero_shot_seg(trained, converted, tmp_path,
-                                                  repo_root, subprocess_env):
-    """The converted file in the shipped zero-shot config's layout: the
-    config's ``init_cfg`` loads it bit-equal, and ``tools/test.py`` with it
-    as the checkpoint (the README's command) loads every key and scores
-    generated VOC20 with class embeddings of the trained text tower."""
+def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
+                                               converted, tmp_path, repo_root,
+                                               load_tool, subprocess_env,
+                                               monkeypatch):
+    """The converted files in the shipped zero-shot configs' layout: the
+    configs' ``init_cfg`` loads them bit-equal, and ``tools/test.py`` with
+    each as the checkpoint (the README's command) loads every key and
+    scores generated VOC20 with the embeddings of its text tower."""
     from mmengine.registry import init_default_scope
     from mmseg.registry import MODELS as MMSEG_MODELS
 
-    from mmlocat.datasets.text_embeddings import TEMPLATE_SETS
     from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
-    src, dst = converted
-    emb = _class_embeddings(
-        trained['config'],
-        src,
-        str(tmp_path / 'voc20.npy'),
-        names=list(VOC_CLASSES),
-        templates=TEMPLATE_SETS['imagenet80'][:4])
     paths = generate('pascal_voc', str(tmp_path / 'voc'), 1, 3, (40, 56))
-    config = write_tiny_zero_shot_config(
-        str(tmp_path / 'zs.py'), repo_root, dst, emb, paths['data_root'])
     init_default_scope('mmseg')
-    segmentor = MMSEG_MODELS.build(Config.fromfile(config).model)
-    segmentor.init_weights()
-    tower = _trained_tower(src)
-    _assert_bit_equal(segmentor.backbone.state_dict(), tower)
-    # the act the converter recorded from the training config
-    assert segmentor.backbone.act == 'gelu'
+    for pooling, run, text in (('last', trained, converted['last']['text']),
+                               ('cls', trained_cls, clip['weights'])):
+        dst = converted[pooling]['dst']
+        emb = _dump(load_tool, monkeypatch, clip, text, list(VOC_CLASSES),
+                    str(tmp_path / f'voc20_{pooling}.npy'))
+        config = write_tiny_zero_shot_config(
+            str(tmp_path / f'zs_{pooling}.py'),
+            repo_root,
+            dst,
+            emb,
+            paths['data_root'],
+            pooling=pooling)
+        segmentor = MMSEG_MODELS.build(Config.fromfile(config).model)
+        segmentor.init_weights()
+        tower = _trained_tower(run['checkpoint'])
+        _assert_bit_equal(segmentor.backbone.state_dict(), tower)
+        # the act the converter recorded from the init checkpoint
+        assert segmentor.backbone.act == 'gelu'
+        out = _run([
+            sys.executable, 'tools/test.py', config, dst, '--work-dir',
+            str(tmp_path / f'work_{pooling}')
+        ], subprocess_env, repo_root)
+        n = len(tower)
+        assert (f'loaded {n} of {n} tensors of {dst} into ZeroShotSegmentor;'
+                ' missing keys (0)') in out
+        assert 0 <= _metric(out, 'mIoU') <= 100
+        assert re.search(r'\|\s+aeroplane\s+\|', out)
     # the shipped act (OpenAI CLIP's QuickGELU) is refused for this tower
     shipped_act = write_tiny_zero_shot_config(
         str(tmp_path / 'zs_quick.py'),
         repo_root,
-        dst,
+        converted['last']['dst'],
         emb,
         paths['data_root'],
         act='quick_gelu')
     refused = "act='gelu' but this CLIPViT has act='quick_gelu'"
     with pytest.raises(ValueError, match=refused):
         MMSEG_MODELS.build(Config.fromfile(shipped_act).model).init_weights()
-    out = _run([
-        sys.executable, 'tools/test.py', config, dst, '--work-dir',
-        str(tmp_path / 'work')
-    ], subprocess_env, repo_root)
-    # tools/test.py's strict load report: the whole tower, nothing else
-    n = len(tower)
-    assert (f'loaded {n} of {n} tensors of {dst} into ZeroShotSegmentor; '
-            'missing keys (0)') in out
-    assert 0 <= _metric(out, 'mIoU') <= 100
-    assert re.search(r'\|\s+aeroplane\s+\|', out)
 
 
 def _free_port():
@@ -341,7 +513,7 @@ def _free_port():
 
 @pytest.mark.timeout(600)
 def test_two_gloo_processes_equal_one_at_twice_the_batch(
-        captions, tmp_path, repo_root, subprocess_env):
+        captions, clip, tmp_path, repo_root, subprocess_env):
     """2 processes x 4 images with gathered features == 1 process x 8:
     every rank's loss and the weights (``local_loss`` is checked against
     open_clip on 2 processes in tests/test_models/test_losses)."""
@@ -352,6 +524,7 @@ def test_two_gloo_processes_equal_one_at_twice_the_batch(
             str(tmp_path / f'{name}.py'),
             repo_root,
             captions,
+            clip,
             iters=iters,
             batch_size=batch,
             shuffle=False,
@@ -389,6 +562,12 @@ def test_two_gloo_processes_equal_one_at_twice_the_batch(
     print(f'max loss diff {max(diffs):.3g}')
     assert max(diffs) <= 1e-5, diffs
     assert single[0, iters] != single[0, 1]
+    worst = max(((ddp_weights[k] - v).abs().max().item(), k)
+                for k, v in single_weights.items())
+    print(f'max weight diff {worst}')
+    # float32 rounding of the two reduction orders, through 3 SGD steps at
+    # lr 0.1 with the pretrained scale 100 (7x the gradients of CLIP's
+    # from-scratch 14.3, for which 1e-5 held): measured 2.0e-5
     for key, value in single_weights.items():
         torch.testing.assert_close(
-            ddp_weights[key], value, rtol=0, atol=1e-5, msg=key)
+            ddp_weights[key], value, rtol=0, atol=5e-5, msg=key)

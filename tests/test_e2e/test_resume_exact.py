@@ -11,35 +11,18 @@ with 2 workers.
 import os
 import os.path as osp
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
-from tiny_cls import probe_env, run_train, write_tiny_cls_config
-
-from mmlocat.testing import generate
+from tiny_cls import (paused_run, probe_env, read_losses, run_train,
+                      tiny_imagenet, train_command, write_tiny_cls_config)
 
 ITERS, EVERY, KILL_AFTER = 8, 3, 5
 
 
 @pytest.fixture(scope='module')
 def imagenet_root(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp('imagenet'))
-    return generate(
-        'imagenet', root, num_train=2, num_val=1, img_size=(40, 40),
-        seed=0)['data_root']
-
-
-def _losses(path: str) -> dict:
-    """iteration -> float loss (the last record of each iteration)."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            _, step, value = line.split()
-            out[int(step)] = float.fromhex(value)
-    return out
+    return tiny_imagenet(str(tmp_path_factory.mktemp('imagenet')))
 
 
 @pytest.mark.timeout(600)
@@ -59,27 +42,17 @@ def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
     ref_losses = str(tmp_path / 'ref.txt')
     run_train(config, str(tmp_path / 'ref'),
               probe_env(subprocess_env, losses=ref_losses), repo_root)
-    reference = _losses(ref_losses)
+    reference = read_losses(ref_losses)
     assert sorted(reference) == list(range(1, ITERS + 1))
 
     # interrupted run: SIGKILL while paused after iteration KILL_AFTER
     work = str(tmp_path / 'run')
     run_losses = str(tmp_path / 'run.txt')
-    proc = subprocess.Popen(
-        [sys.executable, 'tools/train.py', config, '--work-dir', work],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=probe_env(subprocess_env, losses=run_losses, pause_at=KILL_AFTER),
-        cwd=repo_root,
-        start_new_session=True)
-    deadline = time.time() + 240
-    while not osp.exists(run_losses + '.paused'):
-        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-        assert time.time() < deadline, 'the run never reached the pause'
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its workers
-    proc.wait(timeout=60)
-    proc.stderr.close()
+    env = probe_env(subprocess_env, losses=run_losses, pause_at=KILL_AFTER)
+    with paused_run(train_command(config, work), env, repo_root,
+                    run_losses) as proc:
+        os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its workers
+        proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert osp.isfile(osp.join(work, f'iter_{EVERY}.pth'))
     assert not osp.exists(osp.join(work, f'iter_{2 * EVERY}.pth'))
@@ -92,10 +65,10 @@ def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
                     probe_env(subprocess_env, losses=resumed_losses),
                     repo_root, '--resume')
     assert f'iter_{EVERY}.pth' in log
-    resumed = _losses(resumed_losses)
+    resumed = read_losses(resumed_losses)
     assert sorted(resumed) == list(range(EVERY + 1, ITERS + 1))
     for step, loss in resumed.items():
         assert loss == reference[step], (step, loss, reference[step])
     # the killed run agreed with the reference up to the kill, too
-    before = _losses(run_losses)
+    before = read_losses(run_losses)
     assert all(before[s] == reference[s] for s in range(1, KILL_AFTER + 1))

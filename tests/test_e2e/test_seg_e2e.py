@@ -152,8 +152,10 @@ def trained(tmp_path_factory, configs, repo_root,
 @pytest.fixture(scope='module')
 def followups(tmp_path_factory, configs, trained, repo_root,
               subprocess_env) -> Dict[str, Run]:
-    """Resume, slide-window test and a 2-process run of UperNet LocAtViT."""
+    """Resume, slide-window test and a 2-process run of UperNet LocAtViT;
+    test and resume of the LocAtViT probe."""
     check(trained['upernet_locat'])
+    check(trained['probe_locat'])
     root = tmp_path_factory.mktemp('seg_followups')
     cfg = configs['upernet_locat']
     ckpt = osp.join(trained['upernet_locat'].work_dir, f'iter_{ITERS}.pth')
@@ -161,7 +163,28 @@ def followups(tmp_path_factory, configs, trained, repo_root,
     shutil.copytree(trained['upernet_locat'].work_dir, resume_dir)
     os.remove(osp.join(resume_dir, 'console.txt'))
     test_dir = str(root / 'test')
+    # the probes' OneCycle schedule keeps a function in its state: their
+    # checkpoints must still resume and test under weights-only loading
+    probe = trained['probe_locat']
+    probe_resume_dir = str(root / 'probe_resume')
+    shutil.copytree(probe.work_dir, probe_resume_dir)
+    os.remove(osp.join(probe_resume_dir, 'console.txt'))
     jobs = dict(
+        probe_test=dict(
+            cmd=[
+                sys.executable, 'tools/test.py', configs['probe_locat'],
+                osp.join(probe.work_dir, f'iter_{ITERS}.pth'), '--work-dir',
+                str(root / 'probe_test')
+            ],
+            work_dir=str(root / 'probe_test')),
+        probe_resume=dict(
+            cmd=[
+                sys.executable, 'tools/train.py', configs['probe_locat'],
+                '--work-dir', probe_resume_dir, '--resume', '--cfg-options',
+                f'train_cfg.max_iters={ITERS + 1}',
+                f'train_cfg.val_interval={ITERS + 1}'
+            ],
+            work_dir=probe_resume_dir),
         dist=dict(
             cmd=[
                 'bash', 'tools/dist_train.sh', cfg, '2', '--work-dir',
@@ -250,6 +273,16 @@ def test_resume_continues(followups):
     assert f'Iter(train) [1/{ITERS + 1}]' not in log
     assert osp.isfile(
         osp.join(followups['resume'].work_dir, f'iter_{ITERS + 1}.pth'))
+
+
+def test_probe_checkpoint_tests_and_resumes(followups):
+    """OneCycle's annealing function is stored by name
+    (mmlocat.SchedulerStateHook), so weights-only loading reads the probe's
+    checkpoints: tools/test.py evaluates one and --resume continues."""
+    assert re.search(r'mIoU: [\d.]+', check(followups['probe_test']))
+    log = check(followups['probe_resume'])
+    assert f'resumed epoch: 0, iter: {ITERS}' in log
+    assert f'Iter(train) [{ITERS + 1}/{ITERS + 1}]' in log
 
 
 def test_slide_test_with_out_and_show_dir(followups):

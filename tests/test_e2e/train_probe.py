@@ -6,11 +6,19 @@ Records what the reliability tests compare, from inside a training run:
   (one line ``rank iter hex``);
 * the main process's resident memory at the iterations listed in
   ``$PROBE_RSS_AT`` (comma separated), to ``$PROBE_RSS`` (``iter kB``);
-* with ``$PROBE_PAUSE_AT`` set, after that iteration it writes
-  ``$PROBE_PAUSE_AT.marker`` next to the loss file and sleeps, so a test can
-  SIGKILL the process at a known point.
+* with ``$PROBE_PAUSE_AT`` set, after that iteration it writes its pid to
+  ``$PROBE_LOSSES.pid.RANK``, then ``$PROBE_LOSSES.paused``, and waits (up
+  to 300 s) until a test creates ``$PROBE_LOSSES.go``, so the test can
+  signal a process at a known point;
+* with ``$PROBE_SIGNAL_AT_START`` set (a signal name), it sends that signal
+  to its own process in ``before_train``;
+* with ``$PROBE_FSIZE_AT`` set, after that iteration it limits the size of
+  any file the process writes to ``$PROBE_FSIZE`` bytes (``RLIMIT_FSIZE``:
+  a larger write fails with EFBIG, as on a full disk).
 """
 import os
+import resource
+import signal
 import time
 
 from mmengine.hooks import Hook
@@ -38,6 +46,13 @@ class TrainProbeHook(Hook):
         }
         pause = os.environ.get('PROBE_PAUSE_AT')
         self.pause_at = int(pause) if pause else None
+        fsize_at = os.environ.get('PROBE_FSIZE_AT')
+        self.fsize_at = int(fsize_at) if fsize_at else None
+
+    def before_train(self, runner) -> None:
+        name = os.environ.get('PROBE_SIGNAL_AT_START')
+        if name:
+            os.kill(os.getpid(), getattr(signal, name))
 
     def after_train_iter(self,
                          runner,
@@ -52,7 +67,16 @@ class TrainProbeHook(Hook):
         if self.rss and step in self.rss_at:
             with open(self.rss, 'a') as f:
                 f.write(f'{step} {_rss_kb()}\n')
+        if self.fsize_at == step:
+            limit = int(os.environ['PROBE_FSIZE'])
+            hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
         if self.pause_at == step:
+            with open(f'{self.losses}.pid.{runner.rank}', 'w') as f:
+                f.write(str(os.getpid()))
             with open(f'{self.losses}.paused', 'w') as f:
                 f.write(str(step))
-            time.sleep(300)
+            deadline = time.time() + 300
+            while (not os.path.exists(f'{self.losses}.go')
+                   and time.time() < deadline):
+                time.sleep(0.05)

@@ -7,6 +7,7 @@ import argparse
 import os
 import os.path as osp
 import pickle
+import resource
 import runpy
 import subprocess
 import sys
@@ -15,9 +16,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from mmlocat.utils.checkpoint_io import (read_checkpoint, read_state_dict,
+from mmlocat.utils.checkpoint_io import (CheckpointWriteError, read_checkpoint,
+                                         read_state_dict, run_cli,
                                          save_checkpoint, save_converted,
-                                         sniff_checkpoint)
+                                         sniff_checkpoint, write_atomic)
 
 CONVERTERS = ('locat2mmlocat', 'last_vit2mmlocat', 'clip2mmlocat',
               'eva02_clip2mmlocat', 'dino2mmlocat', 'lastclip2mmlocat')
@@ -235,6 +237,80 @@ def test_save_converted_prefixes_keys_and_records_provenance(tmp_path):
         save_converted({'w': torch.tensor([float('nan')])}, path + '2', src,
                        'x2mmlocat')
     assert not osp.exists(path + '2')
+
+
+def _leftovers(folder) -> list:
+    return [f for f in os.listdir(folder) if f.endswith('.tmp')]
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path):
+    """A write that fails half-way (the file size limit makes write()
+    fail with EFBIG, as a full disk fails with ENOSPC) leaves the old
+    checkpoint byte for byte and no temporary file."""
+    path = str(tmp_path / 'model.pth')
+    save_checkpoint(_tensors(), path)
+    with open(path, 'rb') as f:
+        before = f.read()
+    big = {'w': torch.ones(64, 1024)}  # 256 kB, over the limit below
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    # Python ignores SIGXFSZ, so the write fails with an error instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, hard))
+    try:
+        with pytest.raises(CheckpointWriteError) as info:
+            save_checkpoint(big, path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert str(info.value) == (
+        f'cannot write {path}: the file size limit is exceeded (File too '
+        'large); the previous file is unchanged')
+    assert info.value.errno == 27  # EFBIG
+    with open(path, 'rb') as f:
+        assert f.read() == before
+    assert _leftovers(tmp_path) == []
+    save_checkpoint(big, path)  # and a write that fits replaces it
+    assert read_state_dict(path)['w'].shape == (64, 1024)
+
+
+def test_directory_in_the_way_and_writer_errors(tmp_path):
+    path = str(tmp_path / 'iter_6.pth')
+    os.mkdir(path)
+    with pytest.raises(
+            CheckpointWriteError,
+            match=r'cannot write .*iter_6.pth: a directory is in the way '
+            r'\(Is a directory\); nothing was written'):
+        save_checkpoint(_tensors(), path)
+    assert os.listdir(path) == [] and _leftovers(tmp_path) == []
+
+    # an error of the writer itself: propagated, nothing left behind
+    target = str(tmp_path / 'x.bin')
+
+    def fail(f):
+        f.write(b'partial')
+        raise RuntimeError('serialisation failed')
+
+    with pytest.raises(RuntimeError, match='serialisation failed'):
+        write_atomic(target, fail)
+    assert not osp.exists(target) and _leftovers(tmp_path) == []
+
+
+def test_atomic_file_gets_the_usual_permissions(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        write_atomic(str(tmp_path / 'a.bin'), lambda f: f.write(b'x'))
+    finally:
+        os.umask(umask)
+    assert os.stat(tmp_path / 'a.bin').st_mode & 0o777 == 0o644
+
+
+def test_converter_cli_names_a_failed_write(tmp_path, capsys):
+    dst = str(tmp_path / 'out.pth')
+    os.mkdir(dst)
+    with pytest.raises(SystemExit) as info:
+        run_cli('x2mmlocat', lambda: save_checkpoint(_tensors(), dst))
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (
+        f'x2mmlocat: error: cannot write {dst}: a directory is in the way '
+        '(Is a directory); nothing was written\n')
 
 
 def test_read_checkpoint_allows_extra_types_for_one_read(tmp_path):

@@ -1,11 +1,14 @@
-"""load_config: yapf formatting of the tools' config text is optional and
-the unformatted dump is the same loadable config."""
+"""Launch helpers: load_config (yapf formatting of the tools' config text
+is optional, the unformatted dump is the same loadable config); what
+tools/train.py adds for resumable training; --resume checks; the rank a
+launcher gives before any process group exists."""
 import os.path as osp
 
 import pytest
 from mmengine.config import Config
 
-from mmlocat.utils.launch import FORMAT_ENV, load_config
+from mmlocat.utils.launch import (FORMAT_ENV, launcher_rank, load_config,
+                                  make_training_resumable, resolve_resume)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 # an mmseg-based and an mmdet-based shipped config (bases, custom_imports)
@@ -48,3 +51,104 @@ def test_bad_value_is_named(monkeypatch):
             ValueError, match="MMLOCAT_FORMAT_CONFIG must be 0 "
             "or 1, got 'no'"):
         load_config(osp.join(REPO, CONFIGS[0]))
+
+
+# -- make_training_resumable / resolve_resume / launcher_rank -------------
+
+# an epoch-based mmpretrain config (by_epoch=True), an mmdet one naming
+# EpochBasedTrainLoop, and an iteration-based mmseg one
+RESUMABLE = {
+    'configs/locat/locat-t_8xb128_in1k.py':
+    'mmlocat.ResumableEpochBasedTrainLoop',
+    'configs/ovd/fvit_clip-b16_ov-coco.py':
+    'mmlocat.ResumableEpochBasedTrainLoop',
+    'configs/locat/upernet_locat-b_ade20k.py': 'IterBasedTrainLoop',
+}
+
+
+@pytest.mark.parametrize('config', sorted(RESUMABLE))
+def test_shipped_configs_become_resumable(config):
+    from mmengine.registry import HOOKS, LOOPS, init_default_scope
+
+    cfg = load_config(osp.join(REPO, config))
+    before = dict(cfg.train_cfg)
+    make_training_resumable(cfg)
+    make_training_resumable(cfg)  # idempotent: nothing added twice
+    hooks = [h['type'] for h in cfg.custom_hooks]
+    assert hooks.count('mmlocat.RNGStateHook') == 1
+    assert hooks.count('mmlocat.PreemptionHook') == 1
+    assert cfg.default_hooks.checkpoint.type == 'mmlocat.AtomicCheckpointHook'
+    loop = RESUMABLE[config]
+    if loop.startswith('mmlocat.'):
+        assert cfg.train_cfg.type == loop
+        assert 'by_epoch' not in cfg.train_cfg
+        rest = {
+            k: v
+            for k, v in before.items() if k not in ('by_epoch', 'type')
+        }
+        assert {k: v for k, v in cfg.train_cfg.items() if k != 'type'} == rest
+    else:
+        assert cfg.train_cfg == before  # not an epoch loop: untouched
+    # the names resolve from the host's scope, as the Runner builds them
+    init_default_scope(cfg.default_scope)
+    for name in (*hooks, cfg.default_hooks.checkpoint.type):
+        assert HOOKS.get(name) is not None, name
+    if loop.startswith('mmlocat.'):
+        assert LOOPS.get(loop).__name__ == loop.split('.')[1]
+
+
+def test_other_loops_and_hooks_are_kept():
+    cfg = Config(
+        dict(
+            train_cfg=dict(type='mmdet.MyLoop', max_epochs=2),
+            default_hooks=dict(checkpoint=dict(type='MyCheckpointHook')),
+            custom_hooks=[dict(type='mmlocat.PreemptionHook', requeue=False)]))
+    make_training_resumable(cfg)
+    assert cfg.train_cfg.type == 'mmdet.MyLoop'
+    assert cfg.default_hooks.checkpoint.type == 'MyCheckpointHook'
+    assert cfg.custom_hooks == [
+        dict(type='mmlocat.PreemptionHook', requeue=False),
+        dict(type='mmlocat.RNGStateHook')
+    ]
+
+
+def test_resolve_resume(tmp_path):
+    work = str(tmp_path)
+    assert resolve_resume(work, None) == (False, None)
+    resume, note = resolve_resume(work, 'auto')
+    assert not resume and note == (
+        f'--resume: no checkpoint to resume from in {work} (no '
+        'last_checkpoint file): training starts from the beginning')
+    with pytest.raises(
+            FileNotFoundError,
+            match=r'--resume: checkpoint not found: /no/x.pth'):
+        resolve_resume(work, '/no/x.pth')
+    with pytest.raises(IsADirectoryError, match='is a directory'):
+        resolve_resume(work, work)
+    assert resolve_resume(work, 's3://bucket/x.pth') == (True, None)
+
+    ckpt = tmp_path / 'iter_3.pth'
+    ckpt.write_bytes(b'x')
+    (tmp_path / 'last_checkpoint').write_text(str(ckpt))
+    assert resolve_resume(work, 'auto') == (True, None)
+    assert resolve_resume(work, str(ckpt)) == (True, None)
+    resume, note = resolve_resume(work, None)
+    assert not resume and note.startswith(
+        f'{work} holds the checkpoints of an earlier run (last_checkpoint: '
+        f'{ckpt}); this run starts from the beginning')
+    ckpt.unlink()
+    with pytest.raises(FileNotFoundError, match='which does not exist'):
+        resolve_resume(work, 'auto')
+
+
+def test_launcher_rank(monkeypatch):
+    for key in ('RANK', 'SLURM_PROCID', 'OMPI_COMM_WORLD_RANK', 'PMI_RANK'):
+        monkeypatch.delenv(key, raising=False)
+    assert launcher_rank('pytorch') == 0
+    monkeypatch.setenv('RANK', '3')
+    monkeypatch.setenv('SLURM_PROCID', '5')
+    monkeypatch.setenv('PMI_RANK', '7')
+    assert launcher_rank('none') == 0  # no launcher: one process
+    assert launcher_rank('pytorch') == 3
+    assert launcher_rank('slurm') == 5
+    assert launcher_rank('mpi') == 7

@@ -15,7 +15,9 @@ measurement. Peak memory is
   peaks (a transient N x N bias) are counted, which sampling would miss.
 
 A job is a dict: ``model`` ('vit': LocAtViT with ``gaug=False, prr=False``,
-the plain ViT twin; 'locat'), ``impl`` (the GAug kernel), ``mode`` ('infer':
+the plain ViT twin; 'locat'; or 'config': the mmlocat backbone config
+given as ``backbone``, e.g. ``dict(type='mmlocat.CLIPViT', arch='l',
+with_cp=True)``), ``impl`` (the GAug kernel), ``mode`` ('infer':
 forward under ``torch.no_grad`` in eval mode; 'train': forward + backward
 in train mode), ``arch`` (an alias or an arch dict), ``size``, ``batch``,
 ``iters``, ``warmup``, ``device``, ``amp``, ``amp_dtype`` ('fp16' or
@@ -36,7 +38,7 @@ from contextlib import nullcontext
 from functools import partial
 from typing import List
 
-__all__ = ['measure', 'run_job']
+__all__ = ['measure', 'run_job', 'add_step_args']
 
 
 def run_job(job: dict) -> dict:
@@ -50,12 +52,17 @@ def run_job(job: dict) -> dict:
     device = torch.device(job['device'])
     locat = job['model'] == 'locat'
     train = job['mode'] == 'train'
-    model = LocAtViT(
-        job['arch'],
-        img_size=job['size'],
-        gaug=locat,
-        prr=locat,
-        gaug_cfg=dict(impl=job.get('impl', 'auto'))).to(device)
+    if job['model'] == 'config':
+        import mmlocat  # noqa: F401  (registers the mmlocat scope)
+        from mmlocat.registry import MODELS
+        model = MODELS.build(job['backbone']).to(device)
+    else:
+        model = LocAtViT(
+            job['arch'],
+            img_size=job['size'],
+            gaug=locat,
+            prr=locat,
+            gaug_cfg=dict(impl=job.get('impl', 'auto'))).to(device)
     model.train(train)
     x = torch.randn(job['batch'], 3, job['size'], job['size'], device=device)
     amp_dtype = dict(
@@ -111,6 +118,17 @@ def run_job(job: dict) -> dict:
         ms_min=1e3 * min(times),
         peak_mb=peak / 2**20,
         impl=used)
+
+
+def add_step_args(parser, batch: int, iters: int) -> None:
+    """The options of a measured step the benchmarks share: ``--batch``,
+    ``--iters``, ``--warmup``, ``--device``, ``--amp``."""
+    parser.add_argument('--batch', type=int, default=batch)
+    parser.add_argument('--iters', type=int, default=iters)
+    parser.add_argument('--warmup', type=int, default=1)
+    parser.add_argument('--device', default='cpu')
+    parser.add_argument(
+        '--amp', action='store_true', help='autocast (fp16 CUDA, bf16 CPU)')
 
 
 def measure(job: dict) -> dict:

@@ -13,7 +13,7 @@ Example::
 """
 import argparse
 
-from bench_utils import measure
+from bench_utils import add_step_args, measure
 
 
 def parse_args() -> argparse.Namespace:
@@ -21,17 +21,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--arch', default='t', help='LocAtViT arch')
     parser.add_argument(
         '--sizes', type=int, nargs='+', default=[224, 512, 1024])
-    parser.add_argument('--batch', type=int, default=8)
-    parser.add_argument('--iters', type=int, default=5)
-    parser.add_argument('--warmup', type=int, default=1)
-    parser.add_argument('--device', default='cpu')
+    add_step_args(parser, batch=8, iters=5)
     parser.add_argument(
         '--gaug-impl',
         default='auto',
         choices=['auto', 'dense', 'chunked', 'flex'],
         help='GAug kernel of the LocAtViT')
-    parser.add_argument(
-        '--amp', action='store_true', help='autocast (fp16 CUDA, bf16 CPU)')
     return parser.parse_args()
 
 

@@ -1,22 +1,32 @@
 """Write CLIP text embeddings of a dataset's classes (F-ViT heads,
 zero-shot segmentation).
 
-Each name fills the prompt templates (F-ViT's 63 with its article and
-"This is " rules by default; ``--templates clip --prompt-style plain`` for
-CLIP's ImageNet set, ``--templates imagenet80 --prompt-style plain`` for
-the 80 prompts of zero-shot segmentation); the CLIP text tower (open_clip,
-with weights you supply) encodes them; the L2-normalised prompt embeddings
-are averaged and normalised again. Writes ``OUT.npy`` (one row per name),
-``OUT.json`` (the class names and the text model: open_clip name, weights
-file and its sha256, templates and prompt style, which F-ViT and the
-zero-shot segmentor compare with their configs and checkpoints) and, with
-``--ann-file``, ``OUT.base.json`` (the base classes: OV-COCO
-``split == 'base'`` or LVIS frequent + common)::
+Each class name fills F-ViT's 63 prompt templates with its article and
+"This is " rules (``--templates clip --prompt-style plain`` for CLIP's
+ImageNet set, ``--templates imagenet80 --prompt-style plain`` for the 80
+prompts of zero-shot segmentation); the CLIP text tower (open_clip, with
+weights you supply) encodes them; the L2-normalised prompt embeddings are
+averaged and normalised again. Writes ``OUT.npy`` (``(C[+1], D)``),
+``OUT.json`` (the class names, row by row, and the text model: open_clip
+name, weights file and its sha256, templates and prompt style, which F-ViT
+and the zero-shot segmentor compare with their checkpoints and configs)
+and, with ``--ann-file``, ``OUT.base.json`` (the base
+classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
 
     python tools/misc/dump_text_embeddings.py \
         --ann-file data/coco/annotations/instances_val2017_all_2.json \
         --model ViT-B-16 --pretrained checkpoints/ViT-B-16.pt \
         --background data/coco/embeddings/ov-coco_clip-vit-b16.npy
+
+ImageNet zero-shot classification (``mmlocat.ZeroShotAccuracy``) follows
+open_clip's protocol by default: ``--imagenet`` writes open_clip's curated
+class names (``--imagenet wordnet``: mmpretrain's WordNet names instead)
+filled into the 80 OpenAI templates, plain (the default templates and
+prompt style of ``--imagenet``)::
+
+    python tools/misc/dump_text_embeddings.py --imagenet \
+        --model ViT-B-16-quickgelu --pretrained checkpoints/ViT-B-16.pt \
+        data/imagenet/embeddings/imagenet_clip-vit-b16.npy
 
 Names are taken in category-id order, which is the label order of mmdet's
 ``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one
@@ -43,15 +53,25 @@ from mmengine.config import Config
 
 from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
 from mmlocat.datasets import text_embeddings as te
+from mmlocat.datasets.imagenet_class_names import (
+    IMAGENET_NAME_SOURCES, build_listed_class_embeddings, imagenet_class_names)
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument('--ann-file', help='COCO/LVIS-format annotation json')
     src.add_argument('--names', help='class-name list (.json or .txt)')
+    src.add_argument(
+        '--imagenet',
+        nargs='?',
+        const='open_clip',
+        choices=IMAGENET_NAME_SOURCES,
+        help="ImageNet-1k's classes: open_clip's names (default) or "
+        "mmpretrain's WordNet names; templates imagenet80, prompt style "
+        'plain unless given (open_clip\'s zero-shot protocol)')
     src.add_argument(
         '--seg-config',
         help='zero-shot segmentation config: its test dataset\'s classes '
@@ -73,24 +93,33 @@ def parse_args():
     parser.add_argument(
         '--templates',
         choices=sorted(te.TEMPLATE_SETS),
-        help="prompt set: F-ViT's 63 (default; with --seg-config the "
-        "config's), CLIP's ImageNet 63, CLIP's full ImageNet 80 "
-        '(imagenet80, zero-shot segmentation) or the single "a photo of a '
-        '{}."')
+        help="prompt set: F-ViT's 63 (default; imagenet80 with --imagenet, "
+        "the config's with --seg-config), "
+        "CLIP's ImageNet 63, CLIP's "
+        'full ImageNet 80 (imagenet80, zero-shot segmentation) or the '
+        'single "a photo of a {}."')
     parser.add_argument(
         '--prompt-style',
         choices=te.PROMPT_STYLES,
-        help="F-ViT's name / article / 'This is' rules (default; with "
-        "--seg-config the config's) or plain filling")
+        help="F-ViT's name / article / 'This is' rules (default) or plain "
+        "filling (default with --imagenet; the config's with --seg-config)")
     parser.add_argument('--device', default='cpu')
     parser.add_argument('out', help='output .npy path')
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def seg_config_recipe(args, cfg) -> tuple:
-    """``(templates, prompt_style)``: the config's, which the arguments may
-    repeat but not change."""
-    recipe = []
+def resolve_prompt_defaults(args: argparse.Namespace) -> None:
+    """Templates and prompt style not given: open_clip's ImageNet protocol
+    (the 80 OpenAI templates, plain) with ``--imagenet``, else F-ViT's."""
+    if args.templates is None:
+        args.templates = 'imagenet80' if args.imagenet else 'fvit'
+    if args.prompt_style is None:
+        args.prompt_style = 'plain' if args.imagenet else 'fvit'
+
+
+def seg_config_recipe(args: argparse.Namespace, cfg) -> None:
+    """Templates and prompt style of a zero-shot config: the config's,
+    which the arguments may repeat but not change."""
     defaults = dict(templates='imagenet80', prompt_style='plain')
     for key, default in defaults.items():
         wanted = cfg.model.get(key, default) or default
@@ -101,15 +130,12 @@ def seg_config_recipe(args, cfg) -> tuple:
                 f'{option} {given} but {args.seg_config} names {key}='
                 f'{wanted!r} (the segmentor refuses other embeddings): drop '
                 f'{option} or change the config')
-        recipe.append(wanted)
-    return tuple(recipe)
+        setattr(args, key, wanted)
 
 
 def main():
     args = parse_args()
     base = lines = None
-    templates = args.templates or 'fvit'
-    prompt_style = args.prompt_style or 'fvit'
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
             names, base = te.names_from_annotations(
@@ -117,48 +143,54 @@ def main():
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         cfg = Config.fromfile(args.seg_config)
-        templates, prompt_style = seg_config_recipe(args, cfg)
+        seg_config_recipe(args, cfg)
         names = te.config_class_names(cfg)
         if cfg.model.get('class_name_file') is not None:
             lines = te.config_class_name_lines(cfg)
+    elif args.imagenet:
+        names = imagenet_class_names(args.imagenet)
     else:
         names = te.read_class_names(args.names)
+    imagenet = bool(args.imagenet)
+    resolve_prompt_defaults(args)
+    if args.background and (imagenet or lines is not None):
+        raise ValueError(
+            "--background appends F-ViT's background row; --imagenet has "
+            'none, and a zero-shot config with a class-name file gets its '
+            'background from that file')
     model_name = args.model
     if args.model_config:
         model_name = register_model_config(args.model_config)
     encode = open_clip_encoder(model_name, args.pretrained, args.device)
-    text_model = dict(
-        clip_provenance(model_name, args.pretrained),
-        templates=templates,
-        prompt_style=prompt_style)
-    if 'weights' not in text_model:  # an open_clip tag, not a file
-        text_model['weights'] = args.pretrained
+    templates = te.TEMPLATE_SETS[args.templates]
+    query_map = {}
     if lines is not None:
-        if args.background:
-            raise ValueError('--background appends F-ViT\'s background row; '
-                             'a zero-shot config with a class-name file '
-                             'gets its background from that file')
         embeddings, rows, query_class = te.build_query_embeddings(
-            lines, encode, te.TEMPLATE_SETS[templates], prompt_style)
-        te.save_text_embeddings(
-            args.out,
-            embeddings,
-            rows,
-            text_model=text_model,
-            query_class=query_class,
-            classes=names)
+            lines, encode, templates, args.prompt_style)
+        query_map = dict(query_class=query_class, classes=names)
+    elif imagenet:
+        # ImageNet's lists name a few classes twice (open_clip: missile,
+        # sunglasses): one embedding each, as open_clip
+        embeddings, rows = build_listed_class_embeddings(
+            names, encode, templates, args.prompt_style)
     else:
         embeddings, rows = te.build_class_embeddings(
             names,
             encode,
-            templates=te.TEMPLATE_SETS[templates],
+            templates=templates,
             background=args.background,
-            prompt_style=prompt_style)
-        te.save_text_embeddings(
-            args.out, embeddings, rows, text_model=text_model)
+            prompt_style=args.prompt_style)
+    text_model = dict(
+        clip_provenance(model_name, args.pretrained),
+        templates=args.templates,
+        prompt_style=args.prompt_style)
+    if 'weights' not in text_model:  # an open_clip tag, not a file
+        text_model['weights'] = args.pretrained
+    te.save_text_embeddings(
+        args.out, embeddings, rows, text_model=text_model, **query_map)
     print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]} '
-          f'({len(rows)} names, {len(names)} classes, {templates} '
-          f'templates, {prompt_style} prompts)')
+          f'({len(rows)} names, {len(names)} classes, {args.templates} '
+          f'templates, {args.prompt_style} prompts)')
     if base is not None:
         base_file = te.save_base_classes(args.out, base)
         print(f'{base_file}: {len(base)} base classes')

@@ -15,5 +15,8 @@ param_scheduler = [
         anneal_strategy='linear',
         by_epoch=False)
 ]
+# OneCycle keeps a function in its state: the hook stores it by name so the
+# checkpoints load under torch's weights-only default (resume, test.py).
+custom_hooks = [dict(type='mmlocat.SchedulerStateHook')]
 # Batch sizes (8 GPUs x 4 images) are set by the dataset configs: mmengine
 # rejects a key defined in two bases of one file.

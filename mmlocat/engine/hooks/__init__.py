@@ -1,10 +1,16 @@
+from .checkpoint_hook import AtomicCheckpointHook, AtomicLocalBackend
+from .clip_hooks import CLIPProvenanceHook, LogitScaleClampHook
 from .gaug_stats_hook import GAugStatsHook
 from .ov_label_space_hook import OVLabelSpaceHook
+from .preemption_hook import PreemptionHook
 from .rng_state_hook import RNGStateHook
+from .scheduler_state_hook import SchedulerStateHook
 from .skipped_files_hook import SkippedFilesHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
 __all__ = [
-    'GAugStatsHook', 'OVLabelSpaceHook', 'RNGStateHook', 'SkippedFilesHook',
+    'AtomicCheckpointHook', 'AtomicLocalBackend', 'CLIPProvenanceHook',
+    'GAugStatsHook', 'LogitScaleClampHook', 'OVLabelSpaceHook',
+    'PreemptionHook', 'RNGStateHook', 'SchedulerStateHook', 'SkippedFilesHook',
     'ZeroShotClassCheckHook'
 ]

@@ -139,9 +139,10 @@ class RNGStateHook(Hook):
       world size) under ``checkpoint['rng_state']``.
     * ``after_load_checkpoint`` (``--resume``): keeps them; they are put back
       right before the first resumed batch is loaded (iteration-based
-      loops: after mmengine's dataloader replay, which repositions the
-      sampler and the workers' generators; epoch-based loops, resumed from
-      an epoch-end checkpoint: at the start of the epoch, before its
+      loops and :class:`~mmlocat.engine.ResumableEpochBasedTrainLoop`:
+      after the loop's dataloader replay, which repositions the sampler
+      and the workers' generators; mmengine's epoch-based loop, resumed
+      from an epoch-end checkpoint: at the start of the epoch, before its
       dataloader is created). A changed data-stream
       setting is reported, since the workers then draw other numbers.
     * ``before_val`` / ``after_val``: validation gets the generators'
@@ -212,14 +213,18 @@ class RNGStateHook(Hook):
         if self._pending is None:
             return
         loop = runner.train_loop
-        if isinstance(loop, EpochBasedTrainLoop):
+        if hasattr(loop, 'dataloader_iterator'):
+            # after the loop's replay of the batches trained before the
+            # checkpoint (mmengine's IterBasedTrainLoop: ``runner.iter``;
+            # ResumableEpochBasedTrainLoop: those of the current epoch),
+            # before the first new batch is loaded (its augmentation draws
+            # numbers)
+            skip = getattr(loop, 'batches_to_skip', runner.iter)
+            loop.dataloader_iterator = _RestoreBeforeBatch(
+                loop.dataloader_iterator, skip, self._restore_pending)
+        elif isinstance(loop, EpochBasedTrainLoop):
             # before this epoch's dataloader is created, as when saved
             self._restore_pending()
-        elif hasattr(loop, 'dataloader_iterator'):
-            # after mmengine's replay of ``runner.iter`` batches, before the
-            # first new batch is loaded (its augmentation draws numbers)
-            loop.dataloader_iterator = _RestoreBeforeBatch(
-                loop.dataloader_iterator, runner.iter, self._restore_pending)
 
     def before_train_iter(self,
                           runner,

@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 
+from mmlocat.datasets.imagenet_class_names import resolve_class_name_list
 from mmlocat.datasets.text_embeddings import (load_text_embeddings,
-                                              read_text_model,
-                                              resolve_class_names)
+                                              read_text_model)
 from mmlocat.registry import METRICS
 from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
 
@@ -32,9 +32,12 @@ class ZeroShotAccuracy(BaseMetric):
         embeddings: ``(C, D)`` ``.npy`` with its class-name sidecar; the names
             are checked against ``class_names`` (or the dataset's
             ``classes``) in order, never reordered.
-        class_names: Class names in label order (list or ``.txt`` /
-            ``.json`` file), when the dataset's ``classes`` are folder ids
-            (e.g. ImageNet wnids) rather than names.
+        class_names: Class names in label order (list, ``.txt`` /
+            ``.json`` file, or ``'imagenet_open_clip'`` (open_clip's
+            ImageNet names, the ImageNet zero-shot protocol) /
+            ``'imagenet_wordnet'`` (mmpretrain's), see
+            :mod:`mmlocat.datasets.imagenet_class_names`), when the
+            dataset's ``classes`` are not the embedded names.
         topk: The ``k`` values reported (``zero_shot/top1``, ...).
         clip_checkpoint: An image-tower checkpoint whose ``meta['clip']``
             names the CLIP the embeddings' text model must be (e.g. the
@@ -74,7 +77,7 @@ class ZeroShotAccuracy(BaseMetric):
             check_checkpoint_clip(text_model, embeddings, clip_checkpoint)
         self.embeddings = embeddings
         self.class_names = (
-            resolve_class_names(class_names)
+            resolve_class_name_list(class_names)
             if class_names is not None else None)
         self.topk = tuple(int(k) for k in topk)
         self._text: Optional[torch.Tensor] = None
@@ -112,7 +115,10 @@ class ZeroShotAccuracy(BaseMetric):
         if int(labels.max()) >= text.shape[0]:
             raise ValueError(f'label {int(labels.max())} but only '
                              f'{text.shape[0]} class embeddings')
-        ranked = (images @ text.T).argsort(dim=1, descending=True)
+        # torch's topk, as open_clip's zero-shot accuracy: classes with the
+        # same embedding (a name listed twice) tie the same way
+        ranked = (images @ text.T).topk(
+            min(max(self.topk), text.shape[0]), dim=1).indices
         hits = ranked == labels[:, None]
         return {
             f'top{k}': float(hits[:, :k].any(dim=1).float().mean()) * 100

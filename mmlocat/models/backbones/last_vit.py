@@ -60,6 +60,10 @@ class LaStViT(TokenLoopViT):
             for DINO weights at full resolution (CorLoc).
         frozen: Freeze every parameter and keep the module in eval mode
             (e.g. the frozen CLIP backbone of F-ViT).
+        with_cp: Activation checkpointing of every block in training
+            (:meth:`~.vit_base.TokenLoopViT.run_block`): less memory, one
+            more forward per block in the backward; same outputs and
+            gradients.
         pretrained: Checkpoint path injected by mmseg's segmentors; turned
             into ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
         init_cfg: Initialisation config. Unlike mmengine's lenient
@@ -92,6 +96,7 @@ class LaStViT(TokenLoopViT):
                  score_query: str = 'global',
                  pos_embed_resample: str = 'host',
                  frozen: bool = False,
+                 with_cp: bool = False,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[dict] = None,
                  **kwargs) -> None:
@@ -119,6 +124,7 @@ class LaStViT(TokenLoopViT):
             score=lazy_strike_score,
             window=lazy_strike_window)
         self.frozen = frozen
+        self.with_cp = with_cp
         self._apply_frozen()
 
     def _apply_frozen(self) -> None:

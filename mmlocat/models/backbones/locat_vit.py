@@ -146,6 +146,10 @@ class LocAtViT(TokenLoopViT):
         layer_cfgs: Extra config for every (dict) or each (list) block.
         pre_norm: LayerNorm before the blocks (and a bias-free patch
             embedding), as the host.
+        with_cp: Activation checkpointing of every block in training
+            (:meth:`~.vit_base.TokenLoopViT.run_block`): less memory, one
+            more forward per block in the backward; same outputs and
+            gradients.
         pretrained: Checkpoint path injected by mmseg; becomes
             ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
         init_cfg: Initialisation config. A ``Pretrained`` checkpoint is
@@ -195,6 +199,7 @@ class LocAtViT(TokenLoopViT):
                  patch_cfg: dict = dict(),
                  layer_cfgs: Union[dict, Sequence[dict]] = dict(),
                  pre_norm: bool = False,
+                 with_cp: bool = False,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[Union[dict, list]] = None,
                  gaug_clamp: Optional[bool] = None,
@@ -253,6 +258,7 @@ class LocAtViT(TokenLoopViT):
             pre_norm=pre_norm,
             init_cfg=init_cfg)
         self.pooling = pooling
+        self.with_cp = with_cp
         self.num_heads = self.arch_settings['num_heads']
         self.pos_embed_antialias = pos_embed_antialias
         self.num_register_tokens = num_register_tokens

@@ -13,6 +13,10 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   (:meth:`~TokenLoopViT.layer_args`: nothing, the patch grid for GAug, the
   RoPE table for EVA) and how kept tokens become outputs
   (``_format_output``);
+* activation checkpointing per block (``with_cp``, as mmpretrain's and
+  mmseg's ViTs): the loop runs each block under
+  :func:`torch.utils.checkpoint.checkpoint` (non-reentrant), so training
+  keeps only the blocks' inputs and recomputes the rest in the backward;
 * strict ``Pretrained`` loading (:class:`~.vit_checks.StrictPretrainedMixin`,
   :mod:`mmlocat.utils.pretrained`) and the input checks of
   :mod:`.vit_checks`.
@@ -25,7 +29,8 @@ import torch
 from mmengine.model import ModuleList
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
-from torch import Tensor
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from .vit_checks import (StrictPretrainedMixin, check_input_batch,
                          finite_checks_on)
@@ -35,6 +40,9 @@ __all__ = ['TokenLoopViT']
 
 class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
     """mmpretrain's ViT with one overridable token loop (see the module)."""
+    #: Activation checkpointing of every block while gradients are
+    #: recorded (set by the backbones' ``with_cp`` argument).
+    with_cp: bool = False
 
     def replace_layers(self, layer_type: type,
                        layer_cfgs: Union[dict, Sequence[dict], None],
@@ -87,6 +95,15 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         """Arguments of every block call after the tokens (none here)."""
         return ()
 
+    def run_block(self, layer: nn.Module, tokens: Tensor,
+                  args: tuple) -> Tensor:
+        """One block call; checkpointed with ``with_cp`` when gradients are
+        recorded (non-reentrant, RNG state preserved: dropout and stochastic
+        depth draw the same masks in the recomputation)."""
+        if self.with_cp and torch.is_grad_enabled():
+            return checkpoint(layer, tokens, *args, use_reentrant=False)
+        return layer(tokens, *args)
+
     def embed_tokens(self, x: Tensor) -> Tuple[Tensor, Tuple[int, int]]:
         """Images ``(B, C, H, W)`` -> the blocks' input tokens and grid.
 
@@ -128,7 +145,7 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         last = len(self.layers) - 1
         kept = []
         for i, layer in enumerate(self.layers[:stop + 1]):
-            tokens = layer(tokens, *args)
+            tokens = self.run_block(layer, tokens, args)
             if i == last and self.final_norm:
                 tokens = self.ln1(tokens)
             if i in wanted:

@@ -7,25 +7,83 @@ Visual Models From Natural Language Supervision",
 https://arxiv.org/abs/2103.00020). :class:`CLIPContrastive` pairs an
 mmlocat image tower (``CLIPViT`` / ``EVA02CLIPViT``, ``pooling`` LazyStrike
 or CLS) with open_clip's own text tower and trains both (or the image tower
-alone, ``lock_text``) with symmetric InfoNCE and a learnable logit scale.
+alone, ``lock_text``) with symmetric InfoNCE and a learnable logit scale,
+as open_clip fine-tunes a pretrained CLIP
+(https://github.com/mlfoundations/open_clip, ``open_clip_train``): the
+scale starts at the pretrained checkpoint's, the forward uses
+``exp(logit_scale)`` as it is, and the parameter is clamped to
+``[0, log(100)]`` after every optimizer step
+(:class:`mmlocat.LogitScaleClampHook`).
+
+Both towers must come from the same CLIP: the text tower's open_clip
+model name and weights sha256 are compared with the image tower's initial
+checkpoint's record (``meta['clip']``, written by the converters) at build;
+the run records both (:class:`mmlocat.CLIPProvenanceHook`) for the export.
 """
+import logging
 import math
-from typing import Dict, List, Optional, Sequence, Union
+import os.path as osp
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from mmengine.logging import print_log
 from mmengine.model import BaseModel
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
+from mmlocat.utils.provenance import check_same_clip, read_checkpoint_meta
 from .text_tower import OpenCLIPTextTower
 
-__all__ = ['CLIPContrastive']
+__all__ = ['CLIPContrastive', 'PRETRAINED_SCALE']
+
+#: ``init_logit_scale`` value: the text weights file's ``logit_scale``.
+PRETRAINED_SCALE = 'pretrained'
 
 
 def _image_out_dims(encoder: nn.Module) -> int:
     out = getattr(encoder, 'output_dims', None)
     return int(out if out is not None else encoder.embed_dims)
+
+
+def _image_init_record(encoder_cfg: dict,
+                       required: bool = True) -> Tuple[Dict, Optional[str]]:
+    """``(meta['clip'], checkpoint)`` of an image tower's initial weights.
+
+    Args:
+        encoder_cfg: The image tower config (``init_cfg`` or mmseg's
+            ``pretrained``).
+        required: Raise when an existing init checkpoint records no CLIP.
+
+    Returns:
+        The recorded CLIP (``{}`` without a ``Pretrained`` init, or while
+        the file does not exist: its loading fails later, at
+        ``init_weights``) and the checkpoint path (``None`` without one).
+
+    Raises:
+        ValueError: With ``required``, an existing init checkpoint without
+            ``meta['clip']``.
+    """
+    init_cfg = pretrained_init_cfg(
+        encoder_cfg.get('pretrained'), encoder_cfg.get('init_cfg'))
+    if not is_pretrained_cfg(init_cfg):
+        return {}, None
+    checkpoint = init_cfg.get('checkpoint')
+    meta = read_checkpoint_meta(checkpoint)
+    record = meta.get('clip') or {}
+    exists = bool(meta) or (isinstance(checkpoint, str)
+                            and osp.isfile(checkpoint))
+    if required and exists and not (record.get('name')
+                                    or record.get('sha256')):
+        raise ValueError(
+            f'the image tower\'s init checkpoint {checkpoint} records no CLIP '
+            "(meta['clip'] with the open_clip name / weights sha256), so "
+            'the text tower cannot be checked against it; convert the tower '
+            'with tools/model_converters/clip2mmlocat.py or '
+            'eva02_clip2mmlocat.py (they record it), or set '
+            'allow_mixed_clip=True')
+    return dict(record), checkpoint
 
 
 @MODELS.register_module()
@@ -34,8 +92,11 @@ class CLIPContrastive(BaseModel):
 
     ``loss``: unit-norm image and text features, symmetric InfoNCE
     (:class:`~mmlocat.models.losses.CLIPContrastiveLoss`, features gathered
-    over DDP ranks) with ``logit_scale.exp()`` clamped to
-    ``max_logit_scale``, as CLIP. ``predict``: each data sample gets
+    over DDP ranks) at ``logit_scale.exp()``, as open_clip's forward (no
+    clamp there: it would zero the scale's gradient); the parameter is
+    clamped to ``[0, log(max_logit_scale)]`` after each optimizer step by
+    :class:`mmlocat.LogitScaleClampHook` (:meth:`clamp_logit_scale`), as
+    open_clip's training loop. ``predict``: each data sample gets
     ``image_embedding`` ``(D,)`` and, when it carries ``text_tokens``,
     ``text_embeddings`` ``(n, D)`` (unit norm), read by
     :class:`mmlocat.ZeroShotAccuracy` and :class:`mmlocat.RetrievalRecall`.
@@ -46,10 +107,19 @@ class CLIPContrastive(BaseModel):
             LazyStrike / CLS token).
         text_encoder: :class:`OpenCLIPTextTower` arguments (``model_name`` or
             ``model_cfg``, ``weights``, ``lock``, ``unlocked_layers``).
-        lock_text: Freeze the text tower (LiT); overrides
-            ``text_encoder['lock']`` when given.
-        init_logit_scale: Initial ``log`` logit scale (CLIP: ``log(1/0.07)``).
-        max_logit_scale: Clamp of ``exp(logit_scale)`` (CLIP: 100).
+        lock_text: Freeze the text tower (open_clip's ``--lock-text``);
+            overrides ``text_encoder['lock']`` when given.
+        init_logit_scale: Initial ``log`` logit scale: ``'pretrained'``
+            (default, open_clip's fine-tuning) reads ``logit_scale`` from
+            the text tower's ``weights`` (the open_clip / OpenAI CLIP
+            checkpoint; ``log(100)`` for OpenAI's releases) when the
+            weights are loaded (:meth:`init_weights`); a number sets it
+            (CLIP from scratch: ``log(1/0.07)``).
+        max_logit_scale: ``exp`` of the clamp's upper end (CLIP: 100).
+        allow_mixed_clip: Accept a text tower of another CLIP than the image
+            tower's init (another open_clip name or weights sha256), or an
+            init checkpoint that records no CLIP. Off: those are build
+            errors.
         loss: Loss config.
         data_preprocessor: e.g. ``mmpretrain.ClsDataPreprocessor`` with CLIP's
             mean / std.
@@ -60,8 +130,9 @@ class CLIPContrastive(BaseModel):
                  image_encoder: dict,
                  text_encoder: dict,
                  lock_text: Optional[bool] = None,
-                 init_logit_scale: float = math.log(1 / 0.07),
+                 init_logit_scale: Union[float, str] = PRETRAINED_SCALE,
                  max_logit_scale: float = 100.,
+                 allow_mixed_clip: bool = False,
                  loss: dict = dict(type='mmlocat.CLIPContrastiveLoss'),
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
@@ -89,19 +160,113 @@ class CLIPContrastive(BaseModel):
                 f'image tower {image_encoder.get("type")} projects to '
                 f'{image_dims}; set the image output_dims or the text '
                 'embed_dim to match')
-        if max_logit_scale <= 0 or math.exp(
-                init_logit_scale) > max_logit_scale:
+        self.logit_scale = nn.Parameter(
+            torch.tensor(
+                self._initial_scale(init_logit_scale, max_logit_scale)))
+        self.init_logit_scale = init_logit_scale
+        self.max_logit_scale = float(max_logit_scale)
+        self._scale_checked = False
+        self.loss_module = MODELS.build(loss)
+        self.allow_mixed_clip = allow_mixed_clip
+        self.clip_provenance = self._check_provenance(image_encoder)
+
+    def _initial_scale(self, init_logit_scale: Union[float, str],
+                       max_logit_scale: float) -> float:
+        """The parameter's value at build (NaN until :meth:`init_weights`
+        reads a pretrained one)."""
+        if max_logit_scale <= 0:
             raise ValueError(
-                f'need 0 < exp(init_logit_scale) <= max_logit_scale, got '
+                f'max_logit_scale must be > 0, got {max_logit_scale}')
+        if init_logit_scale == PRETRAINED_SCALE:
+            if self.text_encoder.weights is None:
+                raise ValueError(
+                    "init_logit_scale='pretrained' reads logit_scale from "
+                    'the text tower\'s weights file, but text_encoder has '
+                    'no weights; give the open_clip / OpenAI checkpoint, or '
+                    'a number (CLIP from scratch: log(1/0.07) = 2.6593)')
+            return float('nan')
+        if isinstance(init_logit_scale,
+                      str) or not math.isfinite(init_logit_scale):
+            raise ValueError(f'init_logit_scale must be {PRETRAINED_SCALE!r} '
+                             f'or a finite number, got {init_logit_scale!r}')
+        if not self._within_clamp(init_logit_scale, max_logit_scale):
+            raise ValueError(
+                f'need 0 <= init_logit_scale <= log(max_logit_scale), got '
                 f'init_logit_scale={init_logit_scale}, '
                 f'max_logit_scale={max_logit_scale}')
-        self.logit_scale = nn.Parameter(torch.tensor(float(init_logit_scale)))
-        self.max_logit_scale = float(max_logit_scale)
-        self.loss_module = MODELS.build(loss)
+        return float(init_logit_scale)
+
+    @staticmethod
+    def _within_clamp(value: float, max_logit_scale: float) -> bool:
+        # compared in the parameter's float32, as the clamp is
+        value = torch.tensor(value, dtype=torch.float32)
+        top = torch.tensor(math.log(max_logit_scale), dtype=torch.float32)
+        return bool(0 <= value <= top)
+
+    def _check_provenance(self, image_encoder: dict) -> Dict:
+        """``{'text': ..., 'image': ...}``: the two towers' CLIP records,
+        checked to be the same CLIP unless ``allow_mixed_clip``."""
+        text = self.text_encoder.provenance()
+        image, checkpoint = _image_init_record(
+            image_encoder, required=not self.allow_mixed_clip)
+        if checkpoint is not None:
+            image['checkpoint'] = checkpoint
+        if image and not self.allow_mixed_clip:
+            check_same_clip(
+                text,
+                self.text_encoder.weights or '(no weights file)',
+                image,
+                checkpoint,
+                text_kind='the text tower weights',
+                image_kind="the image tower's init checkpoint",
+                hint='train both towers from the same CLIP (text_encoder '
+                'model_name / weights of the CLIP the image tower was '
+                'converted from), or set allow_mixed_clip=True')
+        return dict(text=text, image=image)
+
+    def init_weights(self) -> None:
+        """Initialise the towers (the text tower loads its ``weights``),
+        then, with ``init_logit_scale='pretrained'``, set the scale from
+        those weights."""
+        super().init_weights()
+        if self.init_logit_scale != PRETRAINED_SCALE:
+            return
+        value = self.text_encoder.pretrained_logit_scale
+        if value is None:
+            raise ValueError(
+                f"init_logit_scale='pretrained' but the text weights "
+                f'{self.text_encoder.weights} hold no logit_scale; give '
+                'init_logit_scale as a number')
+        with torch.no_grad():
+            self.logit_scale.fill_(value)
+        self._scale_checked = False
+        if not self._within_clamp(value, self.max_logit_scale):
+            print_log(
+                f'the pretrained logit scale {math.exp(value):.4f} of '
+                f'{self.text_encoder.weights} is outside [1, '
+                f'{self.max_logit_scale:g}]: it is used as it is for the '
+                'first step and clamped after it (open_clip)',
+                logger='current',
+                level=logging.WARNING)
+
+    def clamp_logit_scale(self) -> None:
+        """Clamp the parameter to ``[0, log(max_logit_scale)]`` in place
+        (open_clip, after every optimizer step)."""
+        with torch.no_grad():
+            self.logit_scale.clamp_(0, math.log(self.max_logit_scale))
 
     def scale(self) -> Tensor:
-        """``exp(logit_scale)`` clamped to ``max_logit_scale`` (CLIP)."""
-        return self.logit_scale.exp().clamp(max=self.max_logit_scale)
+        """``exp(logit_scale)``, unclamped (open_clip's forward)."""
+        if not self._scale_checked:
+            # once: a NaN here is a scale never initialised
+            if not torch.isfinite(self.logit_scale):
+                raise RuntimeError(
+                    "the logit scale is not set: with init_logit_scale="
+                    "'pretrained' call init_weights() (mmengine's runner "
+                    'does) to read it from the text weights, or load a '
+                    'trained checkpoint')
+            self._scale_checked = True
+        return self.logit_scale.exp()
 
     def encode_image(self, images: Tensor) -> Tensor:
         """Unit-norm ``(B, D)`` image embeddings."""

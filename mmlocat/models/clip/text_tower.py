@@ -4,7 +4,9 @@ The text encoder is open_clip's model (``open_clip.create_model`` with
 ``pretrained=None``, or ``open_clip.CLIP`` / ``CustomTextCLIP`` from a
 model-config dict) with its ``visual`` part and logit scale removed, so
 :meth:`OpenCLIPTextTower.forward` is open_clip's ``encode_text`` itself
-(https://github.com/mlfoundations/open_clip).
+(https://github.com/mlfoundations/open_clip). The tower also reads the
+checkpoint's ``logit_scale``, what open_clip's fine-tuning starts from.
+Its parameters are ``model.<open_clip key>``: open_clip's own text keys.
 """
 import copy
 import os.path as osp
@@ -15,6 +17,7 @@ from mmengine.model import BaseModule
 from torch import Tensor
 
 from mmlocat.utils.checkpoint_io import read_state_dict, sniff_checkpoint
+from mmlocat.utils.provenance import clip_provenance
 
 __all__ = ['OpenCLIPTextTower', 'build_open_clip_model']
 
@@ -82,10 +85,17 @@ class OpenCLIPTextTower(BaseModule):
             keys are loaded strictly by :meth:`init_weights` (missing or
             unexpected text keys raise). ``None`` keeps open_clip's random
             init.
-        lock: Freeze the text tower (LiT, https://arxiv.org/abs/2111.07991)
-            with open_clip's ``lock_text_tower``.
+        lock: Freeze the text tower with open_clip's ``lock_text_tower``
+            (``open_clip_train --lock-text``; LiT,
+            https://arxiv.org/abs/2111.07991, locks the image tower
+            instead).
         unlocked_layers: Last text blocks left trainable when ``lock``.
         init_cfg: mmengine init config (unused by default).
+
+    Attributes:
+        pretrained_logit_scale: The ``logit_scale`` (log of CLIP's
+            temperature inverse) of the ``weights`` file once loaded, or
+            ``None`` (no weights, or a file without one).
     """
 
     def __init__(self,
@@ -106,6 +116,7 @@ class OpenCLIPTextTower(BaseModule):
         self.model_name = model_name
         self.embed_dim = int(self._embed_dim())
         self.weights = weights
+        self.pretrained_logit_scale: Optional[float] = None
         self.lock = lock
         if lock:
             model.lock_text_tower(unlocked_layers=unlocked_layers)
@@ -126,6 +137,12 @@ class OpenCLIPTextTower(BaseModule):
         super().init_weights()
         if self.weights is not None:
             self.load_open_clip_weights(self.weights)
+
+    def provenance(self) -> Dict:
+        """``{'name', 'weights', 'sha256'}`` of this tower: its open_clip
+        model name and its weights file (the fields that are known; see
+        :func:`mmlocat.utils.provenance.clip_provenance`)."""
+        return clip_provenance(self.model_name, self.weights)
 
     @property
     def context_length(self) -> int:
@@ -186,6 +203,9 @@ class OpenCLIPTextTower(BaseModule):
         }
         self.model.load_state_dict(
             self.text_state_dict(state_dict, path), strict=True)
+        scale = state_dict.get('logit_scale')
+        self.pretrained_logit_scale = (
+            float(scale.reshape(-1)[0]) if scale is not None else None)
 
     def forward(self, tokens: Tensor) -> Tensor:
         """``(N, context_length)`` token ids -> ``(N, embed_dim)`` text

@@ -3,7 +3,9 @@
 "Learning Transferable Visual Models From Natural Language Supervision"
 (https://arxiv.org/abs/2103.00020); the distributed variant follows
 open_clip's ``ClipLoss`` (mlfoundations/open_clip, ``loss.py``): the
-features of all ranks are gathered (with gradients by default) and each rank
+features of all ranks are gathered (with gradients by default here, as
+open_clip's ``--gather-with-grad``; open_clip's default gathers without
+them) and each rank
 either computes the full ``(B_total, B_total)`` logits or, with
 ``local_loss``, only its own rows against all columns.
 """
@@ -59,10 +61,11 @@ class CLIPContrastiveLoss(nn.Module):
             (``(B_local, B_total)`` logits, labels offset by the rank) --
             less memory; with ``gather_with_grad`` the mean over ranks
             equals the full loss.
-        gather_with_grad: Differentiable all-gather (default; open_clip's
-            ``--gather-with-grad``). ``False`` is open_clip's default
-            gather without gradients, whose DDP gradient is that of the
-            full loss divided by the world size (unless ``local_loss``).
+        gather_with_grad: Differentiable all-gather (this class's default:
+            open_clip's ``--gather-with-grad`` flag, which is off by
+            default). ``False`` is open_clip's default gather without
+            gradients, whose DDP gradient is that of the full loss divided
+            by the world size (unless ``local_loss``).
         loss_weight: Weight of the loss.
     """
 

@@ -3,7 +3,10 @@
 open_clip models are built at random init from a tiny model config (nothing
 is downloaded); their state dicts are saved as a user's checkpoint file and
 loaded into :class:`OpenCLIPTextTower`, which must give open_clip's own
-``encode_text``; the loss must be open_clip's ``ClipLoss``.
+``encode_text``; the loss must be open_clip's ``ClipLoss``; the logit scale
+starts at the checkpoint's and is clamped after the step as
+``open_clip_train`` does; a text tower of another CLIP than the image
+tower's init is refused at build.
 """
 import math
 
@@ -14,14 +17,10 @@ from mmpretrain.structures import DataSample
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import CLIPContrastive, OpenCLIPTextTower
+from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
 
 EMBED = 16
-MODEL_CFG = dict(
-    embed_dim=EMBED,
-    vision_cfg=dict(
-        image_size=32, layers=1, width=32, patch_size=16, head_width=16),
-    text_cfg=dict(
-        context_length=12, vocab_size=49408, width=32, heads=2, layers=2))
+MODEL_CFG = tiny_open_clip_cfg(embed_dim=EMBED, context_length=12)
 TOWER = dict(
     type='mmlocat.CLIPViT',
     arch=dict(
@@ -47,7 +46,11 @@ def _tokens(n=4, seed=0):
 
 
 def _model(**kwargs):
-    cfg = dict(image_encoder=TOWER, text_encoder=dict(model_cfg=MODEL_CFG))
+    # no text weights here: CLIP's from-scratch scale
+    cfg = dict(
+        image_encoder=TOWER,
+        text_encoder=dict(model_cfg=MODEL_CFG),
+        init_logit_scale=math.log(1 / 0.07))
     cfg.update(kwargs)
     return CLIPContrastive(**cfg)
 
@@ -150,7 +153,7 @@ def test_width_mismatch_is_a_build_error():
         _model(image_encoder=dict(TOWER, out_type='featmap'))
 
 
-def test_loss_is_open_clips_cliploss_and_scale_clamped():
+def test_loss_is_open_clips_cliploss():
     torch.manual_seed(0)
     model = _model()
     assert math.isclose(
@@ -163,14 +166,176 @@ def test_loss_is_open_clips_cliploss_and_scale_clamped():
     txt = model.encode_text(tokens)
     ref = open_clip.ClipLoss()(img, txt, model.logit_scale.exp())
     torch.testing.assert_close(out['loss'], ref)
-    # CLIP clamps the scale at 100
-    with torch.no_grad():
-        model.logit_scale.fill_(math.log(500.))
-    assert float(model.scale()) == pytest.approx(100.)
-    ref = open_clip.ClipLoss()(img, txt, torch.tensor(100.))
-    torch.testing.assert_close(model.loss(images, samples)['loss'], ref)
     with pytest.raises(ValueError, match='one caption per image'):
         model.loss(images[:3], samples)
+
+
+def test_no_clamp_in_the_forward_the_step_clamps_as_open_clip():
+    """open_clip's forward uses ``logit_scale.exp()`` as it is (above 100
+    the loss still has a gradient for the scale) and its training loop
+    clamps the parameter in place after the optimizer step."""
+    torch.manual_seed(0)
+    model = _model()
+    images = torch.randn(4, 3, 32, 32)
+    samples = [DataSample(text_tokens=t) for t in _tokens()]
+    with torch.no_grad():
+        model.logit_scale.fill_(math.log(150.))
+    loss = model.loss(images, samples)
+    assert float(loss['logit_scale']) == pytest.approx(150.)
+    img = model.encode_image(images)
+    txt = model.encode_text(_tokens())
+    ref = open_clip.ClipLoss()(img, txt, torch.tensor(150.))
+    torch.testing.assert_close(loss['loss'], ref)
+    loss['loss'].backward()
+    assert model.logit_scale.grad is not None
+    assert float(model.logit_scale.grad.abs()) > 0
+    # open_clip_train/train.py after optimizer.step():
+    #     unwrap_model(model).logit_scale.clamp_(0, math.log(100))
+    ref_param = model.logit_scale.detach().clone()
+    ref_param.clamp_(0, math.log(100))
+    model.clamp_logit_scale()
+    assert float(model.logit_scale) == float(ref_param)
+    assert float(model.logit_scale.exp()) == pytest.approx(100.)
+    with torch.no_grad():
+        model.logit_scale.fill_(-0.5)
+    model.clamp_logit_scale()
+    assert float(model.logit_scale) == 0.0
+
+
+def _open_clip_file(tmp_path, name='clip.pt', scale=100., seed=0):
+    """A user's open_clip checkpoint (random init) whose logit_scale is
+    ``log(scale)`` (OpenAI's releases: log(100))."""
+    torch.manual_seed(seed)
+    ref = open_clip.CLIP(**MODEL_CFG)
+    with torch.no_grad():
+        ref.logit_scale.fill_(math.log(scale))
+    path = str(tmp_path / name)
+    torch.save(ref.state_dict(), path)
+    return path
+
+
+def _pretrained(weights, **kwargs):
+    cfg = dict(
+        image_encoder=TOWER,
+        text_encoder=dict(model_cfg=MODEL_CFG, weights=weights))
+    cfg.update(kwargs)
+    return CLIPContrastive(**cfg)
+
+
+def test_logit_scale_starts_at_the_checkpoints(tmp_path):
+    path = _open_clip_file(tmp_path, scale=100.)
+    model = _pretrained(path)
+    assert model.init_logit_scale == 'pretrained'
+    samples = [DataSample(text_tokens=t) for t in _tokens()]
+    # not read yet: a loss now would use no scale at all
+    with pytest.raises(RuntimeError, match='init_weights'):
+        model.loss(torch.randn(4, 3, 32, 32), samples)
+    model.init_weights()
+    saved = torch.load(path, weights_only=True)['logit_scale']
+    assert float(model.logit_scale) == float(saved)
+    assert float(model.scale()) == pytest.approx(100., rel=1e-6)
+    out = model.loss(torch.randn(4, 3, 32, 32), samples)
+    assert float(out['logit_scale']) == pytest.approx(100., rel=1e-6)
+    # a pretrained scale above the clamp is used for the first step (open
+    # _clip clamps after it)
+    high = _pretrained(_open_clip_file(tmp_path, 'high.pt', scale=120.))
+    high.init_weights()
+    assert float(high.scale()) == pytest.approx(120., rel=1e-6)
+
+
+def test_logit_scale_errors(tmp_path):
+    with pytest.raises(ValueError, match="'pretrained' reads logit_scale"):
+        CLIPContrastive(
+            image_encoder=TOWER, text_encoder=dict(model_cfg=MODEL_CFG))
+    with pytest.raises(ValueError, match='log\\(max_logit_scale\\)'):
+        _model(init_logit_scale=math.log(101.))
+    with pytest.raises(ValueError, match="'pretrained' or a finite number"):
+        _model(init_logit_scale='openai')
+    with pytest.raises(ValueError, match='max_logit_scale must be > 0'):
+        _model(max_logit_scale=0.)
+    # a text-weights file without logit_scale (the text keys only)
+    torch.manual_seed(0)
+    state = {
+        k: v
+        for k, v in open_clip.CLIP(**MODEL_CFG).state_dict().items()
+        if k != 'logit_scale'
+    }
+    path = str(tmp_path / 'text_only.pt')
+    torch.save(state, path)
+    model = _pretrained(path)
+    with pytest.raises(ValueError, match='hold no logit_scale'):
+        model.init_weights()
+    # a number instead reads nothing
+    model = _pretrained(path, init_logit_scale=math.log(50.))
+    model.init_weights()
+    assert float(model.scale()) == pytest.approx(50.)
+
+
+def _image_init(tmp_path, record, name='init.pth'):
+    """A converted image-tower checkpoint with ``meta['clip'] = record``
+    (None: no record)."""
+    from mmlocat.registry import MODELS
+    tower = MODELS.build(dict(TOWER, init_cfg=None))
+    state = {'backbone.' + k: v for k, v in tower.state_dict().items()}
+    path = str(tmp_path / name)
+    meta = {} if record is None else dict(clip=record)
+    torch.save(dict(state_dict=state, meta=meta), path)
+    return path
+
+
+def _with_init(init):
+    return dict(
+        TOWER,
+        init_cfg=dict(type='Pretrained', checkpoint=init, prefix='backbone.'))
+
+
+def test_towers_of_the_same_clip_are_recorded(tmp_path):
+    from mmlocat.utils.provenance import clip_provenance, file_sha256
+    weights = _open_clip_file(tmp_path)
+    init = _image_init(tmp_path,
+                       dict(clip_provenance('tiny-clip', weights), act='gelu'))
+    model = _pretrained(weights, image_encoder=_with_init(init)).eval()
+    model.init_weights()
+    sha = file_sha256(weights)
+    assert model.clip_provenance == dict(
+        text=dict(weights='clip.pt', sha256=sha),
+        image=dict(
+            name='tiny-clip',
+            weights='clip.pt',
+            sha256=sha,
+            act='gelu',
+            checkpoint=init))
+
+
+def test_another_clip_or_no_record_is_a_build_error(tmp_path):
+    weights = _open_clip_file(tmp_path)
+    other = _open_clip_file(tmp_path, 'other.pt', seed=1)
+    from mmlocat.utils.provenance import clip_provenance
+    init = _image_init(tmp_path, clip_provenance('tiny-clip', other))
+    with pytest.raises(
+            ValueError,
+            match=r"sha256 .* but the image tower's "
+            r'init checkpoint .*init\.pth'):
+        _pretrained(weights, image_encoder=_with_init(init))
+    # another open_clip model name for the same file
+    named = _image_init(tmp_path, clip_provenance('ViT-B-16', weights),
+                        'named.pth')
+    text = dict(model_name='ViT-B-16-quickgelu', weights=weights)
+    with torch.device('meta'):
+        with pytest.raises(ValueError, match="name 'ViT-B-16-quickgelu'"):
+            CLIPContrastive(
+                image_encoder=dict(
+                    _with_init(named), arch='b', img_size=224, patch_size=16),
+                text_encoder=text)
+    bare = _image_init(tmp_path, None, 'bare.pth')
+    with pytest.raises(ValueError, match="records no CLIP"):
+        _pretrained(weights, image_encoder=_with_init(bare))
+    # the explicit override accepts both and records what it saw
+    mixed = _pretrained(
+        weights, image_encoder=_with_init(init), allow_mixed_clip=True)
+    assert mixed.clip_provenance['image']['sha256'] != \
+        mixed.clip_provenance['text']['sha256']
+    _pretrained(weights, image_encoder=_with_init(bare), allow_mixed_clip=True)
 
 
 def test_lock_text_trains_image_tower_and_scale_only():
@@ -233,3 +398,5 @@ def test_text_weights_from_a_torchscript_archive(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(
             tower(tokens), ref.encode_text(tokens), rtol=0, atol=0)
+    # the archive's logit scale is what init_logit_scale='pretrained' reads
+    assert tower.pretrained_logit_scale == float(ref.logit_scale)

@@ -1,0 +1,4 @@
+# Same-recipe CLS baseline of clip_last-eva02-b16_8xb64_cc3m.py; converted
+# to checkpoints/cls-eva02-clip-b16_mmlocat.pth.
+_base_ = './clip_last-eva02-b16_8xb64_cc3m.py'
+model = dict(image_encoder=dict(pooling='cls'))

@@ -1,0 +1,8 @@
+# F-ViT, frozen EVA02-CLIP B/16 fine-tuned with the CLS token
+# (configs/last/clip_cls-*), OV-COCO: the same-recipe twin of
+# fvit_last-eva02-clip-b16_ov-coco.py, all but the backbone checkpoint.
+_base_ = './fvit_last-eva02-clip-b16_ov-coco.py'
+model = dict(
+    backbone=dict(
+        init_cfg=dict(
+            checkpoint='checkpoints/cls-eva02-clip-b16_mmlocat.pth')))

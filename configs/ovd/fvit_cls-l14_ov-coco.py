@@ -1,0 +1,7 @@
+# F-ViT, frozen CLIP ViT-L/14 fine-tuned with the CLS token
+# (configs/last/clip_cls-*), OV-COCO: the same-recipe twin of
+# fvit_last-l14_ov-coco.py, all but the backbone checkpoint.
+_base_ = './fvit_last-l14_ov-coco.py'
+model = dict(
+    backbone=dict(
+        init_cfg=dict(checkpoint='checkpoints/cls-clip-vit-l14_mmlocat.pth')))

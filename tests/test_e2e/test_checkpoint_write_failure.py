@@ -1,0 +1,121 @@
+"""A checkpoint write that fails stops training and loses nothing (issues
+26 and 29).
+
+A tiny classifier saves every 3 iterations with ``max_keep_ckpts=1`` (so
+mmengine's own hook would delete ``iter_3.pth`` before writing
+``iter_6.pth``). The write of ``iter_6.pth`` fails: a directory is in the
+way, the disk is full (the process's file size limit, ``RLIMIT_FSIZE``,
+makes the write fail with EFBIG after iteration 4) or the work dir is not
+writable. Training must stop with one line naming the file and the cause,
+``iter_3.pth`` and ``last_checkpoint`` must be byte for byte what they were,
+and no partial or temporary file may be left.
+"""
+import hashlib
+import os
+import os.path as osp
+import shutil
+
+import pytest
+import torch
+from tiny_cls import (paused_run, probe_env, read_losses, resume, run_train,
+                      tiny_imagenet, train_command, write_tiny_cls_config)
+
+from mmlocat.utils.work_dir_lock import LOCK_NAME
+
+ITERS, EVERY, PAUSE = 8, 3, 4
+
+
+@pytest.fixture(scope='module')
+def imagenet_root(tmp_path_factory) -> str:
+    return tiny_imagenet(str(tmp_path_factory.mktemp('imagenet')))
+
+
+def _digest(path: str) -> str:
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _plant(fault: str, work: str) -> dict:
+    """Prepare ``fault``; returns extra probe variables."""
+    if fault == 'directory_in_the_way':
+        os.makedirs(osp.join(work, f'iter_{2 * EVERY}.pth'))
+        return {}
+    if fault == 'disk_full':
+        # ~400 kB checkpoints; the log and the config dump stay far below
+        return dict(fsize_at=PAUSE, fsize=150_000)
+    return {}
+
+
+def _unprivileged() -> list:
+    """A command prefix under which permission bits hold: none for a
+    normal user; for root, ``setpriv`` without the capabilities that let
+    root write into a read-only folder."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which('setpriv') is None:
+        pytest.skip('root without setpriv writes into a read-only folder')
+    return ['setpriv', '--bounding-set', '-dac_override,-dac_read_search']
+
+
+CAUSES = dict(
+    directory_in_the_way='a directory is in the way',
+    disk_full='the file size limit is exceeded',
+    not_writable='the folder is not writable')
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize('fault', list(CAUSES))
+def test_failed_write_stops_and_keeps_the_previous_checkpoint(
+        fault, imagenet_root, tmp_path, repo_root, subprocess_env):
+    prefix = _unprivileged() if fault == 'not_writable' else []
+    config = write_tiny_cls_config(
+        str(tmp_path / 'tiny.py'),
+        repo_root,
+        imagenet_root,
+        iters=ITERS,
+        batch_size=4,
+        checkpoint_interval=EVERY)
+    work = str(tmp_path / 'run')
+    os.makedirs(work)
+    losses = str(tmp_path / 'losses.txt')
+    env = probe_env(
+        subprocess_env, losses=losses, pause_at=PAUSE, **_plant(fault, work))
+    cmd = [
+        *prefix, *train_command(config, work, '--cfg-options',
+                                'default_hooks.checkpoint.max_keep_ckpts=1')
+    ]
+    try:
+        with paused_run(cmd, env, repo_root, losses) as proc:
+            previous = osp.join(work, f'iter_{EVERY}.pth')
+            pointer = osp.join(work, 'last_checkpoint')
+            before = _digest(previous), _digest(pointer)
+            if fault == 'not_writable':
+                os.chmod(work, 0o555)
+            out, err = resume(proc, losses)
+    finally:
+        os.chmod(work, 0o755)
+
+    failed = osp.join(work, f'iter_{2 * EVERY}.pth')
+    assert proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f'train.py: error: cannot write {failed}: '
+                           f'{CAUSES[fault]}'), last
+    assert f'last_checkpoint still names {previous}; training stops' in last
+    assert 'Traceback' not in err
+    assert f'cannot write {failed}' in out  # and in the log
+    assert (_digest(previous), _digest(pointer)) == before
+    assert torch.load(previous, weights_only=True)['meta']['iter'] == EVERY
+    assert not osp.isfile(failed)
+    assert not [f for f in os.listdir(work) if f.endswith('.tmp')]
+    # the lock is gone, except from a folder the run could not write to
+    assert osp.exists(osp.join(work, LOCK_NAME)) == (fault == 'not_writable')
+
+    if fault == 'disk_full':
+        # nothing was lost: --resume continues from iteration 3 and ends
+        resumed = str(tmp_path / 'resumed.txt')
+        log = run_train(config, work,
+                        probe_env(subprocess_env,
+                                  losses=resumed), repo_root, '--resume')
+        assert previous in log
+        assert sorted(read_losses(resumed)) == list(
+            range(EVERY + 1, ITERS + 1))
