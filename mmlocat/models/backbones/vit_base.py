@@ -157,6 +157,18 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         """The old name of :meth:`forward_intermediates`."""
         return self.forward_intermediates(x, indices)
 
+    def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
+        """The host's output formats; a ``featmap`` is made contiguous.
+
+        mmpretrain's ``featmap`` is a permuted view of the tokens (NHWC
+        memory), and convolutions keep that layout, so an FPN's outputs are
+        NHWC too. mmcv's ``RoIAlign`` reads its input as contiguous NCHW
+        memory whatever the strides (open-mmlab/mmcv#2203): every mmdet RoI
+        head would pool from the wrong positions. One copy per output.
+        """
+        out = super()._format_output(x, hw)
+        return out.contiguous() if out.dim() == 4 else out
+
     def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
         """One output per ``out_indices`` entry, as the host."""
         tokens, hw = self.forward_intermediates(x, self.out_indices)
