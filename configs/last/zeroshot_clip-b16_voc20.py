@@ -1,4 +1,6 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen OpenAI CLIP ViT-B/16,
-# VOC20. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen OpenAI CLIP ViT-B/16, VOC20.
+# Protocol: configs/last/README.md.
 _base_ = ['./_base_/zeroshot_clip-b16.py', './_base_/zeroshot_voc20.py']
-model = dict(text_embeddings='data/embeddings/voc20_clip-b16.npy')
+model = dict(
+    text_embeddings='data/embeddings/voc20_clip-b16.npy',
+    **_base_.zero_shot_dataset)

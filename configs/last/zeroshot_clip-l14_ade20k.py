@@ -1,4 +1,6 @@
 # Zero-shot segmentation (Tab. 4 baseline), frozen OpenAI CLIP ViT-L/14,
 # ADE20K. Protocol: configs/last/README.md.
 _base_ = ['./_base_/zeroshot_clip-l14.py', './_base_/zeroshot_ade20k.py']
-model = dict(text_embeddings='data/embeddings/ade20k_clip-l14.npy')
+model = dict(
+    text_embeddings='data/embeddings/ade20k_clip-l14.npy',
+    **_base_.zero_shot_dataset)

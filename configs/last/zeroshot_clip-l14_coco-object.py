@@ -1,6 +1,6 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen OpenAI CLIP ViT-L/14,
-# COCO-Object. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen OpenAI CLIP ViT-L/14, COCO-
+# Object. Protocol: configs/last/README.md.
 _base_ = ['./_base_/zeroshot_clip-l14.py', './_base_/zeroshot_coco-object.py']
 model = dict(
     text_embeddings='data/embeddings/coco-object_clip-l14.npy',
-    bg_thresh=0.5)  # background below this probability (ours)
+    **_base_.zero_shot_dataset)

@@ -1,4 +1,6 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen OpenAI CLIP ViT-L/14,
-# VOC20. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen OpenAI CLIP ViT-L/14, VOC20.
+# Protocol: configs/last/README.md.
 _base_ = ['./_base_/zeroshot_clip-l14.py', './_base_/zeroshot_voc20.py']
-model = dict(text_embeddings='data/embeddings/voc20_clip-l14.npy')
+model = dict(
+    text_embeddings='data/embeddings/voc20_clip-l14.npy',
+    **_base_.zero_shot_dataset)

@@ -1,7 +1,9 @@
 # Zero-shot seg., OpenAI CLIP ViT-L/14 fine-tuned with the CLS token
 # (configs/last/clip_cls-*), COCO-Object: the same-recipe twin of
-# zeroshot_last-clip-l14_coco-object.py, all but the checkpoint.
+# zeroshot_last-clip-l14_coco-object.py, all but the checkpoint and the
+# embeddings of its text tower.
 _base_ = './zeroshot_last-clip-l14_coco-object.py'
 model = dict(
     backbone=dict(
-        init_cfg=dict(checkpoint='checkpoints/cls-clip-vit-l14_mmlocat.pth')))
+        init_cfg=dict(checkpoint='checkpoints/cls-clip-vit-l14_mmlocat.pth')),
+    text_embeddings='data/embeddings/coco-object_cls-clip-l14.npy')

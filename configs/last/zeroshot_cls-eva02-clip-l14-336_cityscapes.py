@@ -1,8 +1,10 @@
 # Zero-shot seg., EVA02-CLIP L/14-336 fine-tuned with the CLS token
 # (configs/last/clip_cls-*), Cityscapes: the same-recipe twin of
-# zeroshot_last-eva02-clip-l14-336_cityscapes.py, all but the checkpoint.
+# zeroshot_last-eva02-clip-l14-336_cityscapes.py, all but the checkpoint and
+# the embeddings of its text tower.
 _base_ = './zeroshot_last-eva02-clip-l14-336_cityscapes.py'
 model = dict(
     backbone=dict(
         init_cfg=dict(
-            checkpoint='checkpoints/cls-eva02-clip-l14-336_mmlocat.pth')))
+            checkpoint='checkpoints/cls-eva02-clip-l14-336_mmlocat.pth')),
+    text_embeddings='data/embeddings/cityscapes_cls-eva02-clip-l14-336.npy')

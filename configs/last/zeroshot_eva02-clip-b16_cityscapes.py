@@ -1,6 +1,8 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP B/16,
-# Cityscapes. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP B/16, Cityscapes.
+# Protocol: configs/last/README.md.
 _base_ = [
     './_base_/zeroshot_eva02-clip-b16.py', './_base_/zeroshot_cityscapes.py'
 ]
-model = dict(text_embeddings='data/embeddings/cityscapes_eva02-clip-b16.npy')
+model = dict(
+    text_embeddings='data/embeddings/cityscapes_eva02-clip-b16.npy',
+    **_base_.zero_shot_dataset)

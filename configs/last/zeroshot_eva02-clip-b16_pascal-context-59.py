@@ -1,8 +1,9 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP B/16,
-# PASCAL Context-59. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP B/16, PASCAL
+# Context-59. Protocol: configs/last/README.md.
 _base_ = [
     './_base_/zeroshot_eva02-clip-b16.py',
     './_base_/zeroshot_pascal-context-59.py'
 ]
 model = dict(
-    text_embeddings='data/embeddings/pascal-context-59_eva02-clip-b16.npy')
+    text_embeddings='data/embeddings/pascal-context-59_eva02-clip-b16.npy',
+    **_base_.zero_shot_dataset)

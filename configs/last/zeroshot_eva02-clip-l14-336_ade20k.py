@@ -1,6 +1,8 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP L/14-336,
-# ADE20K. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP L/14-336, ADE20K.
+# Protocol: configs/last/README.md.
 _base_ = [
     './_base_/zeroshot_eva02-clip-l14-336.py', './_base_/zeroshot_ade20k.py'
 ]
-model = dict(text_embeddings='data/embeddings/ade20k_eva02-clip-l14-336.npy')
+model = dict(
+    text_embeddings='data/embeddings/ade20k_eva02-clip-l14-336.npy',
+    **_base_.zero_shot_dataset)

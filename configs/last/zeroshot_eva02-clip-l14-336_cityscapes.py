@@ -5,4 +5,5 @@ _base_ = [
     './_base_/zeroshot_cityscapes.py'
 ]
 model = dict(
-    text_embeddings='data/embeddings/cityscapes_eva02-clip-l14-336.npy')
+    text_embeddings='data/embeddings/cityscapes_eva02-clip-l14-336.npy',
+    **_base_.zero_shot_dataset)

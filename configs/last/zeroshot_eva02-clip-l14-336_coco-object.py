@@ -1,9 +1,9 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP L/14-336,
-# COCO-Object. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP L/14-336, COCO-
+# Object. Protocol: configs/last/README.md.
 _base_ = [
     './_base_/zeroshot_eva02-clip-l14-336.py',
     './_base_/zeroshot_coco-object.py'
 ]
 model = dict(
     text_embeddings='data/embeddings/coco-object_eva02-clip-l14-336.npy',
-    bg_thresh=0.5)  # background below this probability (ours)
+    **_base_.zero_shot_dataset)

@@ -1,8 +1,9 @@
-# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP L/14-336,
-# PASCAL Context-59. Protocol: configs/last/README.md.
+# Zero-shot segmentation (Tab. 4 baseline), frozen EVA02-CLIP L/14-336, PASCAL
+# Context-59. Protocol: configs/last/README.md.
 _base_ = [
     './_base_/zeroshot_eva02-clip-l14-336.py',
     './_base_/zeroshot_pascal-context-59.py'
 ]
 model = dict(
-    text_embeddings='data/embeddings/pascal-context-59_eva02-clip-l14-336.npy')
+    text_embeddings='data/embeddings/pascal-context-59_eva02-clip-l14-336.npy',
+    **_base_.zero_shot_dataset)

@@ -1,6 +1,8 @@
-# Zero-shot seg., OpenAI CLIP ViT-B/16 with LaSt weights, Cityscapes:
-# the baseline config but for the checkpoint.
+# Zero-shot seg., OpenAI CLIP ViT-B/16 with LaSt weights, Cityscapes: the
+# baseline config with the LaSt checkpoint and the embeddings of its text tower
+# (configs/last/README.md).
 _base_ = './zeroshot_clip-b16_cityscapes.py'
 model = dict(
     backbone=dict(
-        init_cfg=dict(checkpoint='checkpoints/last-clip-vit-b16_mmlocat.pth')))
+        init_cfg=dict(checkpoint='checkpoints/last-clip-vit-b16_mmlocat.pth')),
+    text_embeddings='data/embeddings/cityscapes_last-clip-b16.npy')

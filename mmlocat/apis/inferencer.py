@@ -47,7 +47,7 @@ from mmengine.config import Config
 from mmengine.logging import MMLogger, print_log
 from mmengine.structures import PixelData
 
-from mmlocat.datasets.text_embeddings import BACKGROUND, load_text_embeddings
+from mmlocat.datasets.text_embeddings import BACKGROUND, load_query_embeddings
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint
@@ -504,7 +504,7 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
 
     def build_host(self, cfg, device):
         model = cfg.model
-        names = load_text_embeddings(model['text_embeddings'])[2]
+        names = load_query_embeddings(model['text_embeddings']).classes
         if model.get('bg_thresh') is not None:
             names = [model.get('background_class', BACKGROUND)] + names
         self.dataset_classes = self.meta.get('classes')

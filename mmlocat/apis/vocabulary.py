@@ -11,7 +11,8 @@ head's cosine classifier and the CLIP region-score fusion then both use
 the new vocabulary. A zero-shot segmentation config
 (:class:`mmlocat.ZeroShotSegmentor`) takes a vocabulary the same way: its
 ``text_embeddings`` are swapped for the typed names' (no background row:
-the segmentor finds background by ``bg_thresh``).
+only a constant ``bg_thresh`` background stays, see
+:func:`apply_zero_shot_vocabulary`).
 
 Which text tower: the one recorded in the head's embedding-file sidecar
 (``text_model``), else in the detector checkpoint's or the backbone
@@ -387,10 +388,13 @@ def apply_zero_shot_vocabulary(cfg: Config, embeddings_file: str,
     """Point a zero-shot segmentation config at a run-time vocabulary.
 
     The segmentor's classes become ``names`` (read from the file's
-    sidecar) and the build-time ``classes`` check is dropped (it names the
-    dataset's classes). ``bg_thresh`` is kept: with it label 0 is the
-    background and the typed names follow; without it every pixel gets one
-    of the typed names.
+    sidecar, one name each), and the build-time ``classes`` check and the
+    config's class-name file are dropped (they name the dataset's
+    classes). A text background (the class-name file's first line, SCLIP's
+    ``prob_thd``) goes with them: ``prob_thd`` becomes 0, as label 0 is now
+    the first typed name. ``bg_thresh`` (a constant background channel) is
+    kept: with it label 0 is the background and the typed names follow;
+    without it every pixel gets one of the typed names.
 
     Returns:
         ``cfg`` itself, changed in place.
@@ -400,4 +404,6 @@ def apply_zero_shot_vocabulary(cfg: Config, embeddings_file: str,
                          'config (mmlocat.ZeroShotSegmentor)')
     cfg.model['text_embeddings'] = embeddings_file
     cfg.model['classes'] = None
+    cfg.model['class_name_file'] = None
+    cfg.model['prob_thd'] = 0.
     return cfg

@@ -7,20 +7,32 @@ name is put into prompt templates, every prompt is encoded and
 L2-normalised, the prompts of a class are averaged and the mean is
 normalised again.
 
-On disk an embedding file is a ``(C, D)`` float ``.npy`` plus a sidecar
-``.json`` (same stem) holding the ``C`` class names, row by row: a plain
-list, or ``{"classes": [...], "text_model": {...}}`` where ``text_model``
-records the text tower that wrote it (open_clip ``name``, ``weights`` file
-and its ``sha256``) so that a detector can refuse embeddings of another
-CLIP than its backbone's. An optional last row named ``'background'`` is
-the background embedding.
-:func:`load_text_embeddings` checks the names and their order against the
-dataset's classes and never reorders silently.
+On disk an embedding file is a ``(R, D)`` float ``.npy`` plus a sidecar
+``.json`` (same stem). With one row per class (``R = C``) the sidecar holds
+the ``C`` class names, row by row: a plain list, or ``{"classes": [...],
+"text_model": {...}}`` where ``text_model`` records the text tower that
+wrote it (open_clip ``name``, ``weights`` file and its ``sha256``, the
+``templates`` and ``prompt_style``) so that a consumer can refuse
+embeddings of another CLIP or prompt recipe. An optional last row named
+``'background'`` is F-ViT's background embedding.
+
+Zero-shot segmentation as SCLIP evaluates it
+(https://github.com/wangf3014/SCLIP, ``clip_segmentor.py``) gives a class
+several names (synonyms): a class-name file line ``person, person in
+shirt, ...`` is one class. Such a file has one row per *query name* and
+its sidecar maps each row to its class: ``{"classes": [C names],
+"queries": [R names], "query_class": [R class indices], "text_model":
+...}`` (:func:`load_query_embeddings`). :func:`load_text_embeddings` (F-ViT
+and other one-row-per-class consumers) reads the class list and refuses a
+file whose rows are not one per class.
+Both check the classes and their order against the dataset's and never
+reorder silently.
 """
 import json
 import os
 import os.path as osp
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import numpy as np
 
@@ -32,7 +44,10 @@ __all__ = [
     'sidecar_path', 'fvit_prompts', 'plain_prompts', 'build_class_embeddings',
     'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
     'read_text_model', 'resolve_class_names', 'names_from_annotations',
-    'config_class_names', 'read_clipself_embeddings', 'save_base_classes'
+    'config_class_names', 'read_clipself_embeddings', 'save_base_classes',
+    'CLASS_NAME_SEPARATOR', 'read_class_name_file', 'check_class_name_lines',
+    'build_query_embeddings', 'QueryEmbeddings', 'load_query_embeddings',
+    'config_class_name_lines', 'check_same_classes', 'query_map'
 ]
 
 BACKGROUND = 'background'
@@ -120,6 +135,8 @@ TEMPLATE_SETS = dict(
     imagenet80=IMAGENET_TEMPLATES,
     single=SINGLE_TEMPLATE)
 PROMPT_STYLES = ('fvit', 'plain')
+# Separates the names (synonyms) of one class on a class-name file's line.
+CLASS_NAME_SEPARATOR = ', '
 
 
 def sidecar_path(npy_path: str) -> str:
@@ -208,6 +225,14 @@ def build_class_embeddings(
         raise ValueError('class_names must not be empty')
     if len(set(class_names)) != len(class_names):
         raise ValueError('class_names has duplicates')
+    names = list(class_names) + ([BACKGROUND] if background else [])
+    return _embed_names(names, encode_text_fn, templates, prompt_style), names
+
+
+def _embed_names(names: Sequence[str], encode_text_fn: Callable,
+                 templates: Sequence[str], prompt_style: str) -> np.ndarray:
+    """``(N, D)`` float32 prompt-ensembled rows of ``names``; a name given
+    twice is encoded once (its rows are identical)."""
     if prompt_style not in PROMPT_STYLES:
         raise ValueError(f'prompt_style must be one of {PROMPT_STYLES}, got '
                          f'{prompt_style!r}')
@@ -215,9 +240,10 @@ def build_class_embeddings(
         if tpl.count('{}') != 1:
             raise ValueError(f'template needs exactly one {{}}: {tpl!r}')
     make_prompts = fvit_prompts if prompt_style == 'fvit' else plain_prompts
-    names = list(class_names) + ([BACKGROUND] if background else [])
-    rows = []
+    done: Dict[str, np.ndarray] = {}
     for name in names:
+        if name in done:
+            continue
         prompts = make_prompts(name, templates)
         feats = encode_text_fn(prompts)
         if hasattr(feats, 'detach'):  # torch tensor
@@ -226,35 +252,172 @@ def build_class_embeddings(
         if feats.ndim != 2 or feats.shape[0] != len(prompts):
             raise ValueError(f'encode_text_fn returned shape {feats.shape} '
                              f'for {len(prompts)} prompts')
-        rows.append(_normalize(_normalize(feats).mean(axis=0)))
-    return np.stack(rows).astype(np.float32), names
+        done[name] = _normalize(_normalize(feats).mean(axis=0))
+    return np.stack([done[n] for n in names]).astype(np.float32)
+
+
+def read_class_name_file(path: str) -> List[List[str]]:
+    """Read a class-name file of SCLIP / NACLIP's format: line ``k`` is
+    class ``k``, its names (synonyms) separated by ``', '``.
+
+    As SCLIP's ``get_cls_idx`` (``clip_segmentor.py``): lines are split at
+    exactly ``', '`` and the names kept as written; a missing final newline
+    does not matter. Unlike it, an empty line or an empty name is an error
+    (SCLIP would embed an empty prompt), and ``\\r\\n`` line ends are read
+    as ``\\n``.
+
+    Returns:
+        One list of names per class, in file order.
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: An empty file, line or name, or a name listed twice on
+            one line.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'class-name file not found: {path}')
+    with open(path, encoding='utf-8', newline='') as f:
+        text = f.read()
+    if text.endswith('\n'):
+        text = text[:-1]
+    if not text:
+        raise ValueError(f'class-name file {path} is empty')
+    lines = []
+    for number, line in enumerate(text.split('\n'), 1):
+        names = line.rstrip('\r').split(CLASS_NAME_SEPARATOR)
+        if not all(n.strip() for n in names):
+            raise ValueError(
+                f'{path}:{number}: empty class name in {line!r} (a line is '
+                f'one class, its names separated by {CLASS_NAME_SEPARATOR!r})')
+        if len(set(names)) != len(names):
+            raise ValueError(f'{path}:{number}: a name is listed twice in '
+                             f'{line!r}')
+        lines.append(names)
+    return lines
+
+
+def _squash(name: str) -> str:
+    # SCLIP's files write many names without spaces ('trafficlight')
+    return name.replace(' ', '').replace('_', '').lower()
+
+
+def check_class_name_lines(lines: Sequence[Sequence[str]],
+                           classes: Sequence[str], path: str) -> None:
+    """Raise unless a class-name file's lines can be the dataset's classes
+    in label order.
+
+    Line ``k`` is class ``k``: the counts must be equal. The names of a line
+    need not contain the class's own name (SCLIP's VOC20 file says ``ship``
+    for ``boat``), so the order is checked where it can be: a line holding
+    another class's name (spaces, ``_`` and case ignored) whose own line
+    lacks it is a misplaced line.
+
+    Raises:
+        ValueError: Another count, or a misplaced line; naming the file,
+            the line and the dataset class at both places.
+    """
+    classes = list(classes)
+    if len(lines) != len(classes):
+        raise ValueError(
+            f'{path} has {len(lines)} lines (classes) but the dataset '
+            f'{len(classes)} classes ({classes[:3]}...); line k must be the '
+            'names of dataset class k')
+    owned = [{_squash(n) for n in names} for names in lines]
+    index = {_squash(c): k for k, c in enumerate(classes)}
+    for k, names in enumerate(lines):
+        for name in names:
+            other = index.get(_squash(name))
+            if other is not None and other != k and (_squash(classes[other])
+                                                     not in owned[other]):
+                raise ValueError(
+                    f'{path}:{k + 1} lists {name!r}, the name of dataset '
+                    f'class {other} ({classes[other]!r}), but line '
+                    f'{other + 1} ({", ".join(lines[other])!r}) does not: '
+                    f'the lines are not in the dataset\'s class order '
+                    f'(line {k + 1} should name {classes[k]!r})')
+
+
+def build_query_embeddings(
+        lines: Sequence[Sequence[str]],
+        encode_text_fn: Callable[[List[str]], object],
+        templates: Sequence[str] = IMAGENET_TEMPLATES,
+        prompt_style: str = 'plain'
+) -> Tuple[np.ndarray, List[str], List[int]]:
+    """One prompt-ensembled row per query name of a class-name file.
+
+    SCLIP's text classifier (``clip_segmentor.py``): every name of every
+    line is a query; each is put into the templates, encoded, each prompt
+    L2-normalised, averaged and normalised again (as
+    :func:`build_class_embeddings`).
+
+    Args:
+        lines: :func:`read_class_name_file`'s output (class ``k``'s names).
+        encode_text_fn: Prompts -> ``(N, D)`` features.
+        templates: Prompt templates (CLIP's 80 ImageNet ones by default,
+            SCLIP's ``openai_imagenet_template``).
+        prompt_style: ``'plain'`` (SCLIP's) or ``'fvit'``.
+
+    Returns:
+        ``(embeddings (Q, D) float32, query names, class index of each)``.
+    """
+    queries, query_class = query_map(lines)
+    return (_embed_names(queries, encode_text_fn, templates,
+                         prompt_style), queries, query_class)
+
+
+def query_map(lines: Sequence[Sequence[str]]) -> Tuple[List[str], List[int]]:
+    """``(query names, class index of each)`` of a class-name file's lines
+    (the rows and the row-to-class map of its embedding file)."""
+    if not lines or not all(lines):
+        raise ValueError('every class needs at least one name')
+    queries = [n for names in lines for n in names]
+    query_class = [k for k, names in enumerate(lines) for _ in names]
+    return queries, query_class
 
 
 def save_text_embeddings(path: str,
                          embeddings: np.ndarray,
                          names: Sequence[str],
-                         text_model: Optional[Dict] = None) -> str:
+                         text_model: Optional[Dict] = None,
+                         query_class: Optional[Sequence[int]] = None,
+                         classes: Optional[Sequence[str]] = None) -> str:
     """Write ``path`` (``.npy``) and its class-name sidecar; returns it.
 
     Args:
         path: Output ``.npy`` file.
-        embeddings: ``(C, D)`` rows.
-        names: The ``C`` row names.
+        embeddings: ``(R, D)`` rows.
+        names: The ``R`` row names: the classes, or with ``query_class``
+            the query names.
         text_model: Provenance of the text tower (e.g. ``name``,
-            ``weights``, ``sha256`` of the weights file); with it the
-            sidecar is ``{"classes": names, "text_model": text_model}``,
-            without it a plain list of names.
+            ``weights``, ``sha256`` of the weights file, ``templates``,
+            ``prompt_style``); with it the sidecar is ``{"classes": names,
+            "text_model": text_model}``, without it a plain list of names.
+        query_class: The class index of each row (rows are query names,
+            several per class): the sidecar then holds ``classes``,
+            ``queries`` and ``query_class`` (see the module docstring).
+        classes: The class names, with ``query_class`` only.
     """
     embeddings = np.asarray(embeddings, dtype=np.float32)
     if embeddings.ndim != 2 or embeddings.shape[0] != len(names):
         raise ValueError(f'{embeddings.shape} embeddings for {len(names)} '
                          'names')
+    if (query_class is None) != (classes is None):
+        raise ValueError('query_class and classes go together')
+    if query_class is not None:
+        _check_query_map(list(query_class), len(names), len(classes), path)
     side = sidecar_path(path)
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     np.save(path, embeddings)
     content = list(names)
+    if query_class is not None:
+        content = dict(
+            classes=list(classes),
+            queries=content,
+            query_class=[int(k) for k in query_class])
+    elif text_model is not None:
+        content = dict(classes=content)
     if text_model is not None:
-        content = dict(classes=content, text_model=dict(text_model))
+        content['text_model'] = dict(text_model)
     with open(side, 'w', encoding='utf-8') as f:
         json.dump(content, f, indent=0)
     return path
@@ -287,6 +450,95 @@ def _mismatch(got: List[str], want: List[str], path: str) -> str:
             f'unexpected {extra[:10]}{"..." if len(extra) > 10 else ""}')
 
 
+def check_same_classes(found: Sequence[str], expected: Sequence[str],
+                       path: str) -> None:
+    """Raise unless an embedding file's classes ``found`` are the dataset's
+    ``expected`` ones in the same order (the message names the first
+    difference, or what is missing and unexpected)."""
+    if list(found) != list(expected):
+        raise ValueError('text embeddings do not match the dataset classes: ' +
+                         _mismatch(list(found), list(expected), path))
+
+
+def _check_query_map(query_class: List[int], rows: int, num_classes: int,
+                     where: str) -> None:
+    if len(query_class) != rows:
+        raise ValueError(f'{where}: {len(query_class)} query_class entries '
+                         f'for {rows} rows')
+    bad = [
+        k for k in query_class if not isinstance(k, int)
+        or isinstance(k, bool) or not 0 <= k < num_classes
+    ]
+    if bad:
+        raise ValueError(f'{where}: query_class holds {bad[:5]}, not class '
+                         f'indices in [0, {num_classes})')
+    empty = sorted(set(range(num_classes)) - set(query_class))
+    if empty:
+        raise ValueError(f'{where}: classes {empty[:10]} have no query row')
+
+
+class QueryEmbeddings(NamedTuple):
+    """An embedding file read by :func:`load_query_embeddings`."""
+    embeddings: np.ndarray  # (R, D) float32, unit rows
+    query_class: List[int]  # the class index of each row
+    classes: List[str]  # the C class names in label order
+    queries: List[str]  # the R row names
+    has_query_map: bool  # the sidecar maps rows to classes
+
+
+def load_query_embeddings(
+        path: str,
+        class_names: Optional[Sequence[str]] = None) -> QueryEmbeddings:
+    """Load an embedding file with its row-to-class map.
+
+    A sidecar without a map (one row per class, as F-ViT's files) reads as
+    queries = classes.
+
+    Args:
+        path: ``.npy`` file with its ``.json`` sidecar.
+        class_names: The dataset's classes in label order; None skips the
+            check.
+
+    Raises:
+        ValueError: A malformed map, wrong shape, non-finite values, or
+            classes that differ from ``class_names`` in content, count or
+            order.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'text embedding file not found: {path}')
+    side = sidecar_path(path)
+    if not osp.isfile(side):
+        raise FileNotFoundError(f'class-name sidecar not found: {side}')
+    with open(side, encoding='utf-8') as f:
+        content = json.load(f)
+    has_map = isinstance(content, dict) and ('queries' in content
+                                             or 'query_class' in content)
+    classes = read_class_names(side)
+    if has_map:
+        queries, query_class = content.get('queries'), content.get(
+            'query_class')
+        if not isinstance(queries, list) or not isinstance(query_class, list):
+            raise ValueError(f'{side} must hold both "queries" and '
+                             '"query_class" lists (the row-to-class map)')
+        if not all(isinstance(q, str) for q in queries):
+            raise ValueError(f'{side}: "queries" must be strings')
+    else:
+        queries, query_class = list(classes), list(range(len(classes)))
+    emb = np.load(path, allow_pickle=False)
+    if emb.ndim != 2 or emb.shape[0] != len(queries):
+        raise ValueError(f'{path} has shape {emb.shape} but {side} lists '
+                         f'{len(queries)} ' +
+                         ('queries' if has_map else 'names'))
+    if not np.all(np.isfinite(emb)):
+        raise ValueError(f'{path} holds NaN or infinite values')
+    _check_query_map(query_class, len(queries), len(classes), side)
+    if class_names is not None:
+        check_same_classes(classes, class_names, path)
+    return QueryEmbeddings(
+        _normalize(emb.astype(np.float32)), list(query_class), list(classes),
+        list(queries), has_map)
+
+
 def load_text_embeddings(
     path: str,
     class_names: Optional[Sequence[str]] = None
@@ -306,23 +558,21 @@ def load_text_embeddings(
         ValueError: Wrong shape, non-finite values, or names that differ
             from ``class_names`` in content, count or order.
     """
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'text embedding file not found: {path}')
-    side = sidecar_path(path)
-    names = read_class_names(side)
-    emb = np.load(path, allow_pickle=False)
-    if emb.ndim != 2 or emb.shape[0] != len(names):
-        raise ValueError(f'{path} has shape {emb.shape} but {side} lists '
-                         f'{len(names)} names')
-    if not np.all(np.isfinite(emb)):
-        raise ValueError(f'{path} holds NaN or infinite values')
+    table = load_query_embeddings(path)
+    emb, names = table.embeddings, table.classes
+    if table.query_class != list(range(len(names))):
+        raise ValueError(
+            f'{path} holds {len(table.queries)} query rows for {len(names)} '
+            f'classes (several names per class, mapped in '
+            f'{sidecar_path(path)}); this consumer needs one row per class: '
+            'dump it with one name per class (tools/misc/'
+            'dump_text_embeddings.py --names / --ann-file)')
     background = None
     if names and names[-1] == BACKGROUND and (class_names is None or BACKGROUND
                                               not in class_names):
         background, emb, names = emb[-1], emb[:-1], names[:-1]
-    if class_names is not None and list(names) != list(class_names):
-        raise ValueError('text embeddings do not match the dataset classes: ' +
-                         _mismatch(list(names), list(class_names), path))
+    if class_names is not None:
+        check_same_classes(names, class_names, path)
     emb = _normalize(emb.astype(np.float32))
     if background is not None:
         background = _normalize(background.astype(np.float32))
@@ -397,6 +647,20 @@ def config_class_names(cfg) -> List[str]:
         background = model.get('background_class', BACKGROUND)
         classes = [c for c in classes if c != background]
     return classes
+
+
+def config_class_name_lines(cfg) -> List[List[str]]:
+    """The query names of a zero-shot segmentation config, one list per
+    class of :func:`config_class_names`: the lines of its model's
+    ``class_name_file`` (checked against those classes), or each class's
+    own name when it names no file."""
+    classes = config_class_names(cfg)
+    path = cfg.get('model', {}).get('class_name_file')
+    if path is None:
+        return [[c] for c in classes]
+    lines = read_class_name_file(path)
+    check_class_name_lines(lines, classes, path)
+    return lines
 
 
 def read_clipself_embeddings(

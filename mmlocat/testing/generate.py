@@ -25,7 +25,7 @@ __all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'generate']
 
 DATASET_KINDS = ('ade20k', 'coco_stuff', 'pascal_context', 'coco', 'lvis',
                  'imagenet', 'captions', 'pascal_voc', 'cityscapes',
-                 'coco_object')
+                 'coco_object', 'coco_object_stuff')
 
 # Sub-folder of a common root per kind, mirroring the ``data/`` layout the
 # upstream configs assume (``data/ade/ADEChallengeData2016``,
@@ -41,10 +41,11 @@ DEFAULT_SUBDIRS = dict(
     captions='captions',
     pascal_voc='voc',
     cityscapes='cityscapes',
-    coco_object='coco')
+    coco_object='coco',
+    coco_object_stuff='coco_stuff164k')
 
 # Bump when the output of any writer changes, to invalidate old stamps.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 
 def _writer(kind: str):
@@ -72,6 +73,10 @@ def _writer(kind: str):
     if kind == 'coco_object':
         from .coco_object_writer import COCO_OBJECT_OWNED, write_coco_object
         return write_coco_object, COCO_OBJECT_OWNED
+    if kind == 'coco_object_stuff':
+        from .coco_object_writer import (COCO_OBJECT_STUFF_OWNED,
+                                         write_coco_object_stuff)
+        return write_coco_object_stuff, COCO_OBJECT_STUFF_OWNED
     raise ValueError(
         f'unknown dataset kind {kind!r}; choose from {DATASET_KINDS}')
 

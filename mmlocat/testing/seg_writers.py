@@ -19,6 +19,7 @@ from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
+from mmlocat.datasets.coco_object import COCO_THING_IDS
 from .common import check_sizes, evenly_spaced, image_rng, save_jpg, save_png
 from .shapes import NO_CLASS, draw_scene
 
@@ -32,6 +33,12 @@ __all__ = [
 ADE20K_OWNED = ('ADEChallengeData2016', )
 COCO_STUFF_OWNED = ('images', 'annotations')
 PASCAL_CONTEXT_OWNED = ('VOCdevkit', )
+
+# mmseg's COCO-Stuff train id (0..170, 255) -> the original map's value
+# (category id - 1): the 80 thing ids, then stuff ids 92..182 as 91..181.
+_COCO_STUFF_RAW = np.full(256, 255, dtype=np.uint8)
+_COCO_STUFF_RAW[:80] = np.array(COCO_THING_IDS) - 1
+_COCO_STUFF_RAW[80:171] = np.arange(91, 182)
 
 
 def _label_map(semantic: np.ndarray, reduce_zero: bool) -> np.ndarray:
@@ -114,10 +121,12 @@ def write_coco_stuff(root: str,
                      num_stuff: int = 2) -> Dict:
     """Write COCO-Stuff-164k under ``root`` (171 classes, 255 = ignore).
 
-    Layout: ``images/{train2017,val2017}/%012d.jpg`` and
-    ``annotations/{train2017,val2017}/%012d_labelTrainIds.png``. Objects
-    use the 80 "thing" ids (0..79), backgrounds the 91 "stuff" ids
-    (80..170).
+    Layout: ``images/{train2017,val2017}/%012d.jpg``,
+    ``annotations/{train2017,val2017}/%012d_labelTrainIds.png`` (mmseg's
+    converted maps) and next to them the original ``%012d.png``
+    (``stuffthingmaps_trainval2017``: COCO category id - 1, 255
+    unlabelled), as mmseg's converter leaves them. Objects use the 80
+    "thing" ids (0..79), backgrounds the 91 "stuff" ids (80..170).
     """
     hw = check_sizes(num_train, num_val, img_size)
     things = evenly_spaced(80, num_things)
@@ -128,10 +137,13 @@ def write_coco_stuff(root: str,
         for i, scene in _scenes(seed, split, num, hw, things, stuff):
             name = f'{offset + i:012d}'
             save_jpg(osp.join(root, 'images', sub, name + '.jpg'), scene.image)
+            train_ids = _label_map(scene.semantic, reduce_zero=False)
             save_png(
                 osp.join(root, 'annotations', sub,
-                         name + '_labelTrainIds.png'),
-                _label_map(scene.semantic, reduce_zero=False))
+                         name + '_labelTrainIds.png'), train_ids)
+            save_png(
+                osp.join(root, 'annotations', sub, name + '.png'),
+                _COCO_STUFF_RAW[train_ids])
     return dict(
         data_root=root,
         train_img_dir='images/train2017',

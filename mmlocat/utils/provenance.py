@@ -6,7 +6,10 @@ or ``eva02_clip2mmlocat.py``) and the class text embeddings of an F-ViT head
 tools record the open_clip model ``name`` and the ``sha256`` of the weights
 file they read: the converter in the checkpoint's ``meta['clip']``, the
 embedding tool in the sidecar's ``text_model``. :func:`check_same_clip`
-compares the two wherever both are known.
+compares the two wherever both are known (:func:`check_checkpoint_clip`
+reads the checkpoint's record first). The sidecar also records the prompt
+recipe (``templates``, ``prompt_style``); :func:`check_prompt_recipe`
+compares it with the one a consumer's config names.
 """
 import hashlib
 import os.path as osp
@@ -15,7 +18,8 @@ from typing import Dict, Optional
 import torch
 
 __all__ = [
-    'file_sha256', 'read_checkpoint_meta', 'clip_provenance', 'check_same_clip'
+    'file_sha256', 'read_checkpoint_meta', 'clip_provenance',
+    'check_same_clip', 'check_checkpoint_clip', 'check_prompt_recipe'
 ]
 
 
@@ -90,3 +94,40 @@ def check_same_clip(text_model: Dict,
             raise ValueError(
                 f'{text_kind} {text_file} come from CLIP {key} {found!r} '
                 f'but {image_kind} {image_file} from {expected!r}; {hint}')
+
+
+def check_checkpoint_clip(text_model: Dict, text_file: str,
+                          checkpoint: str) -> None:
+    """:func:`check_same_clip` against the ``meta['clip']`` record of an
+    image-tower checkpoint (nothing to compare when it records none)."""
+    image_model = read_checkpoint_meta(checkpoint).get('clip', {})
+    check_same_clip(text_model, text_file, image_model, checkpoint)
+
+
+def check_prompt_recipe(text_model: Dict, text_file: str,
+                        expected: Dict[str,
+                                       Optional[str]], consumer: str) -> None:
+    """Raise if an embedding file was written with another prompt recipe
+    than ``consumer`` names.
+
+    Args:
+        text_model: The sidecar's record (``templates``, ``prompt_style``).
+        text_file: The embedding file (for the message).
+        expected: ``{'templates': ..., 'prompt_style': ...}`` of the
+            consumer; a ``None`` value accepts any.
+        consumer: Who expects them (for the message), e.g. a model type.
+
+    Each field is compared only when both sides have it.
+
+    Raises:
+        ValueError: Naming the file, both values and the dump option.
+    """
+    for key, want in expected.items():
+        found = text_model.get(key)
+        if want is not None and found is not None and found != want:
+            option = '--' + key.replace('_', '-')
+            raise ValueError(
+                f'text embeddings {text_file} were written with {key} '
+                f'{found!r} but {consumer} names {want!r}: dump them with '
+                f'tools/misc/dump_text_embeddings.py {option} {want}, or set '
+                f'{key}={found!r} (None accepts any)')

@@ -159,6 +159,11 @@ def test_zero_shot_vocabulary(tmp_path):
     voc.apply_zero_shot_vocabulary(cfg, 'new.npy', ['cat'])
     assert cfg.model.text_embeddings == 'new.npy'
     assert cfg.model.classes is None and cfg.model.bg_thresh == 0.5
+    # SCLIP's text background (class-name file, prob_thd) is the dataset's:
+    # typed names go without it
+    cfg.model.update(class_name_file='voc20.txt', prob_thd=0.1)
+    voc.apply_zero_shot_vocabulary(cfg, 'new.npy', ['cat'])
+    assert cfg.model.class_name_file is None and cfg.model.prob_thd == 0
     with pytest.raises(ValueError, match='not a zero-shot segmentation'):
         voc.apply_zero_shot_vocabulary(_cfg(emb), 'new.npy', ['cat'])
     # the zero-shot segmentor's file has no background row

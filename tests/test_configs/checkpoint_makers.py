@@ -208,28 +208,32 @@ def write_data_files(cfg: Config, seed: int = 0) -> None:
     reads when it is built, at the config's paths (relative to the working
     directory), with the config's classes, the tower's joint width and the
     tower checkpoint's CLIP record."""
-    from mmlocat.datasets.text_embeddings import (BACKGROUND,
-                                                  config_class_names,
-                                                  resolve_class_names,
-                                                  save_text_embeddings)
+    from mmlocat.datasets import text_embeddings as te
     model = cfg.model
     tower = _tower(model)
     dims = tower['arch'].get('output_dims')
     record = _clip_record(tower) or None
     rng = np.random.default_rng(seed)
 
-    def write(path, names):
-        save_text_embeddings(path, rng.normal(size=(len(names), dims)), names,
-                             record)
+    def write(path, names, **row_map):
+        te.save_text_embeddings(path, rng.normal(size=(len(names), dims)),
+                                names, record, **row_map)
 
     if model.get('text_embeddings'):  # mmlocat.ZeroShotSegmentor
-        write(model.text_embeddings, config_class_names(cfg))
+        # one row per name of the config's class-name file (as
+        # dump_text_embeddings.py --seg-config writes it)
+        queries, query_class = te.query_map(te.config_class_name_lines(cfg))
+        write(
+            model.text_embeddings,
+            queries,
+            query_class=query_class,
+            classes=te.config_class_names(cfg))
     head = (model.get('roi_head') or {}).get('bbox_head') or {}
     if head.get('text_embeddings'):  # mmlocat.CosineSimBBoxHead
         if dims is None:
             dims = head['fc_out_channels']
         if head.get('class_names') is not None:
-            names = resolve_class_names(head['class_names'])
+            names = te.resolve_class_names(head['class_names'])
         else:  # read from the file, as dumped from the annotations
             count = model.roi_head.get('mask_head', {}).get('num_classes', 20)
             names = [f'category_{i}' for i in range(count)]
@@ -238,7 +242,7 @@ def write_data_files(cfg: Config, seed: int = 0) -> None:
             os.makedirs(osp.dirname(osp.abspath(base)), exist_ok=True)
             with open(base, 'w', encoding='utf-8') as f:
                 json.dump(names[:len(names) * 2 // 3], f)
-        write(head['text_embeddings'], names + [BACKGROUND])
+        write(head['text_embeddings'], names + [te.BACKGROUND])
 
 
 def build_model(cfg: Config):
@@ -473,6 +477,12 @@ MAKERS: Dict[str, Maker] = {
     open_clip_weights('EVA02-B-16'),
     'checkpoints/open_clip_EVA02-L-14-336.bin':
     open_clip_weights('EVA02-L-14-336'),
+    # configs/last/README.md "Zero-shot": MetaCLIP's metaclip_fullcc
+    # weights (open_clip's ViT-B-16-quickgelu / ViT-L-14-quickgelu) ...
+    'checkpoints/b16_fullcc2.5b.pt':
+    open_clip_weights('ViT-B-16-quickgelu'),
+    'checkpoints/l14_fullcc2.5b.pt':
+    open_clip_weights('ViT-L-14-quickgelu'),
     # ... their image towers (configs/ovd/README.md "Backbone weights") ...
     'checkpoints/clip-vit-b16_mmlocat.pth':
     converted_clip('checkpoints/ViT-B-16.pt', 'ViT-B-16-quickgelu'),
@@ -483,6 +493,10 @@ MAKERS: Dict[str, Maker] = {
     'checkpoints/eva02-clip-l14-336_mmlocat.pth':
     converted_eva02('checkpoints/open_clip_EVA02-L-14-336.bin',
                     'EVA02-L-14-336'),
+    'checkpoints/metaclip-b16-fullcc_mmlocat.pth':
+    converted_clip('checkpoints/b16_fullcc2.5b.pt', 'ViT-B-16-quickgelu'),
+    'checkpoints/metaclip-l14-fullcc_mmlocat.pth':
+    converted_clip('checkpoints/l14_fullcc2.5b.pt', 'ViT-L-14-quickgelu'),
     # ... and the LaSt-CLIP runs (and their same-recipe CLS twins) through
     # lastclip2mmlocat.py.
     'checkpoints/last-clip-vit-b16_mmlocat.pth':
@@ -505,6 +519,13 @@ MAKERS: Dict[str, Maker] = {
     'checkpoints/cls-eva02-clip-l14-336_mmlocat.pth':
     trained('configs/last/clip_cls-eva02-l14-336_8xb64_cc3m.py',
             'lastclip2mmlocat.py'),
+    # No LaSt-CLIP recipe of a MetaCLIP tower ships (the zero-shot README
+    # says so): the B/16 / L/14 recipes' run, the same architecture, stands
+    # for it.
+    'checkpoints/last-metaclip-b16-fullcc_mmlocat.pth':
+    trained('configs/last/clip_last-b16_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
+    'checkpoints/last-metaclip-l14-fullcc_mmlocat.pth':
+    trained('configs/last/clip_last-l14_8xb64_cc3m.py', 'lastclip2mmlocat.py'),
 }
 
 MAKER_KINDS = ('converted_timm', 'converted_torchvision', 'converted_dino',

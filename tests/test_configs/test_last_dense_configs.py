@@ -3,6 +3,7 @@ coarse segmentation (Tab. 6) and CorLoc (Tab. 7) load, are short deltas,
 state the protocol, and build (tiny arch override)."""
 import glob
 import os.path as osp
+import re
 
 import numpy as np
 import pytest
@@ -11,25 +12,46 @@ from _cfg_diff import diff
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
-from mmlocat.datasets.text_embeddings import (config_class_names,
+from mmlocat.datasets.text_embeddings import (config_class_name_lines,
+                                              config_class_names, query_map,
+                                              read_class_name_file,
                                               save_text_embeddings)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 LAST = osp.join(REPO, 'configs', 'last')
+CLASS_NAMES = osp.join(LAST, 'class_names')
+# tower -> (backbone type, arch, checkpoint stem of the baseline / LaSt)
 TOWERS = {
-    'clip-b16': ('mmlocat.CLIPViT', 'b', 224),
-    'clip-l14': ('mmlocat.CLIPViT', 'l', 224),
-    'eva02-clip-b16': ('mmlocat.EVA02CLIPViT', 'b', 224),
-    'eva02-clip-l14-336': ('mmlocat.EVA02CLIPViT', 'l', 336),
+    'clip-b16': ('mmlocat.CLIPViT', 'b', 'clip-vit-b16'),
+    'clip-l14': ('mmlocat.CLIPViT', 'l', 'clip-vit-l14'),
+    'eva02-clip-b16': ('mmlocat.EVA02CLIPViT', 'b', 'eva02-clip-b16'),
+    'eva02-clip-l14-336': ('mmlocat.EVA02CLIPViT', 'l', 'eva02-clip-l14-336'),
+    'metaclip-b16': ('mmlocat.CLIPViT', 'b', 'metaclip-b16-fullcc'),
+    'metaclip-l14': ('mmlocat.CLIPViT', 'l', 'metaclip-l14-fullcc'),
 }
-# dataset -> (mmseg dataset type, Resize short side, number of classes)
+# towers with a same-recipe CLS twin (configs/last/clip_cls-*)
+CLS_TWINS = ('clip-b16', 'clip-l14', 'eva02-clip-b16', 'eva02-clip-l14-336')
+OPENAI_MEAN = [122.771, 116.746, 104.094]
+OPENAI_STD = [68.501, 66.632, 70.323]
+# dataset -> (mmseg dataset type, SCLIP's Resize short side (cfg_*.py),
+# classes, query names of SCLIP's class-name file, logit scale, prob_thd)
 DATASETS = {
-    'coco-object': ('mmlocat.COCOObjectDataset', 336, 80),
-    'ade20k': ('ADE20KDataset', 448, 150),
-    'cityscapes': ('CityscapesDataset', 560, 19),
-    'voc20': ('PascalVOCDataset', 336, 20),
-    'pascal-context-59': ('PascalContextDataset59', 336, 59),
-    'coco-stuff164k': ('COCOStuffDataset', 336, 171),
+    'coco-object': ('mmlocat.COCOObjectDataset', 336, 81, 113, 50, 0.1),
+    'ade20k': ('ADE20KDataset', 336, 150, 150, 40, 0.),
+    'cityscapes': ('CityscapesDataset', 560, 19, 19, 40, 0.),
+    'voc20': ('PascalVOCDataset', 336, 20, 30, 40, 0.),
+    'pascal-context-59': ('PascalContextDataset59', 336, 59, 59, 40, 0.),
+    'coco-stuff164k': ('COCOStuffDataset', 448, 171, 171, 40, 0.),
+}
+# mmlocat's earlier protocol (_base_/zeroshot_<dataset>_mmlocat.py):
+# short side, classes (without a text background)
+EARLIER = {
+    'coco-object': (336, 80),
+    'ade20k': (448, 150),
+    'cityscapes': (560, 19),
+    'voc20': (336, 20),
+    'pascal-context-59': (336, 59),
+    'coco-stuff164k': (336, 171),
 }
 ZERO_SHOT = [(t, d) for t in TOWERS for d in DATASETS]
 
@@ -38,56 +60,155 @@ def _load(name):
     return Config.fromfile(osp.join(LAST, name))
 
 
-def _without_checkpoint(cfg):
+def _without_last_parts(cfg):
     text = dict(cfg.to_dict())
     text['model']['backbone']['init_cfg'].pop('checkpoint')
+    text['model'].pop('text_embeddings')
     return text
 
 
 def test_every_combination_exists_and_nothing_else():
     found = sorted(
         osp.basename(p) for p in glob.glob(osp.join(LAST, 'zeroshot_*.py')))
-    expected = sorted(f'zeroshot_{p}{t}_{d}.py' for t, d in ZERO_SHOT
-                      for p in ('', 'last-', 'cls-'))
-    assert found == expected and len(found) == 72
+    expected = sorted([
+        f'zeroshot_{p}{t}_{d}.py' for t, d in ZERO_SHOT for p in ('', 'last-')
+    ] + [f'zeroshot_cls-{t}_{d}.py' for t, d in ZERO_SHOT if t in CLS_TWINS])
+    assert found == expected and len(found) == 96
 
 
 @pytest.mark.parametrize('tower, dataset', ZERO_SHOT)
 def test_zero_shot_config(tower, dataset):
+    """SCLIP's protocol, value by value (clip_segmentor.py, cfg_*.py)."""
     cfg = _load(f'zeroshot_{tower}_{dataset}.py')
     twin = _load(f'zeroshot_last-{tower}_{dataset}.py')
     model = cfg.model
-    backbone_type, arch, window = TOWERS[tower]
-    data_type, short_side, num_classes = DATASETS[dataset]
+    backbone_type, arch, stem = TOWERS[tower]
+    data_type, short_side, num_classes, num_queries, scale, prob_thd = \
+        DATASETS[dataset]
     assert cfg.default_scope == 'mmseg'
     assert model.type == 'mmlocat.ZeroShotSegmentor'
     assert model.backbone.type == backbone_type
     assert model.backbone.arch == arch
-    assert model.feature_tap == 'last' and model.logit_scale == 100
+    assert model.backbone.init_cfg.checkpoint == \
+        f'checkpoints/{stem}_mmlocat.pth'
+    # OpenAI's mean / std for every tower, EVA02-CLIP and MetaCLIP included
+    assert model.data_preprocessor.mean == OPENAI_MEAN
+    assert model.data_preprocessor.std == OPENAI_STD
+    assert model.data_preprocessor.bgr_to_rgb
+    assert model.feature_tap == 'last'
+    assert (model.templates, model.prompt_style) == ('imagenet80', 'plain')
+    assert model.logit_scale == scale
+    assert model.get('prob_thd', 0.) == prob_thd
+    assert model.get('bg_thresh') is None
+    # window 224, stride 112 for every tower (SCLIP's slide_crop / stride)
     assert model.test_cfg == dict(
-        mode='slide', crop_size=(window, window), stride=(112, 112))
+        mode='slide', crop_size=(224, 224), stride=(112, 112))
     assert model.text_embeddings == f'data/embeddings/{dataset}_{tower}.npy'
     assert model.backbone.init_cfg.prefix == 'backbone.'
-    assert (model.get('bg_thresh') is not None) == (dataset == 'coco-object')
+    assert osp.normpath(model.class_name_file) == osp.join(
+        CLASS_NAMES, f'{dataset}.txt')
     assert cfg.custom_hooks == [dict(type='mmlocat.ZeroShotClassCheckHook')]
     data = cfg.test_dataloader.dataset
     assert data.type == data_type
+    assert cfg.test_dataloader.batch_size == 1
     resize = [(s['scale'], s['keep_ratio']) for s in data.pipeline
               if s['type'] == 'Resize']
     assert resize == [((2048, short_side), True)]
     assert cfg.get('train_dataloader') is None
     assert cfg.get('val_dataloader') is None
-    assert len(config_class_names(cfg)) == num_classes
-    # The LaSt twin differs in the checkpoint only, and so does its
-    # same-recipe CLS twin (configs/last/clip_cls-*).
-    assert twin.model.backbone.init_cfg.checkpoint.startswith(
-        'checkpoints/last-')
-    assert _without_checkpoint(twin) == _without_checkpoint(cfg)
-    cls = _load(f'zeroshot_cls-{tower}_{dataset}.py')
-    assert cls.model.backbone.init_cfg.checkpoint == \
-        twin.model.backbone.init_cfg.checkpoint.replace(
-            'checkpoints/last-', 'checkpoints/cls-')
-    assert _without_checkpoint(cls) == _without_checkpoint(cfg)
+    classes = config_class_names(cfg)
+    assert len(classes) == num_classes
+    lines = config_class_name_lines(cfg)  # checked against the classes
+    assert sum(len(names) for names in lines) == num_queries
+    # The LaSt twin: its checkpoint and its text tower's embeddings only.
+    assert twin.model.backbone.init_cfg.checkpoint == \
+        f'checkpoints/last-{stem}_mmlocat.pth'
+    assert twin.model.text_embeddings == \
+        f'data/embeddings/{dataset}_last-{tower}.npy'
+    assert _without_last_parts(twin) == _without_last_parts(cfg)
+    # The same-recipe CLS twin (configs/last/clip_cls-*): its checkpoint and
+    # embedding file only.
+    if tower in CLS_TWINS:
+        cls = _load(f'zeroshot_cls-{tower}_{dataset}.py')
+        assert cls.model.backbone.init_cfg.checkpoint == \
+            f'checkpoints/cls-{stem}_mmlocat.pth'
+        assert cls.model.text_embeddings == \
+            f'data/embeddings/{dataset}_cls-{tower}.npy'
+        assert _without_last_parts(cls) == _without_last_parts(cfg)
+
+
+def test_coco_object_reads_coco_stuff_conversions():
+    data = _load('zeroshot_clip-b16_coco-object.py').test_dataloader.dataset
+    assert data.data_root == 'data/coco_stuff164k'
+    assert data.data_prefix == dict(
+        img_path='images/val2017', seg_map_path='coco_object/val2017')
+    assert data.get('reduce_zero_label', False) is False
+
+
+@pytest.mark.parametrize('dataset', list(DATASETS))
+def test_earlier_protocol_bases(dataset, tmp_path):
+    """mmlocat's earlier choices stay a swap of the dataset base away."""
+    leaf = tmp_path / 'leaf.py'
+    leaf.write_text(f"""
+_base_ = ['{LAST}/_base_/zeroshot_clip-b16.py',
+          '{LAST}/_base_/zeroshot_{dataset}_mmlocat.py']
+model = dict(text_embeddings='e.npy', **_base_.zero_shot_dataset)
+""")
+    cfg = Config.fromfile(str(leaf))
+    short_side, num_classes = EARLIER[dataset]
+    model = cfg.model
+    assert model.class_name_file is None and model.logit_scale == 100
+    assert model.get('prob_thd', 0.) == 0
+    resize = [
+        s['scale'] for s in cfg.test_dataloader.dataset.pipeline
+        if s['type'] == 'Resize'
+    ]
+    assert resize == [(2048, short_side)]
+    classes = config_class_names(cfg)
+    assert len(classes) == num_classes
+    assert config_class_name_lines(cfg) == [[c] for c in classes]
+    if dataset == 'coco-object':
+        assert model.bg_thresh == 0.5
+        data = cfg.test_dataloader.dataset
+        assert data.data_root == 'data/coco'
+        assert data.data_prefix.seg_map_path == 'coco_object/val2017'
+    else:
+        assert model.get('bg_thresh') is None
+
+
+def test_class_name_files_are_sclips():
+    """The shipped files: SCLIP's / NACLIP's bytes (sha256) and its quirks
+    named in class_names/README.md."""
+    import hashlib
+    expected = {
+        'ade20k': 'e53ded02c488bdb903ef000a2d207e4a',
+        'cityscapes': '6f6782fc1bf92bfd9f5562192e92045e',
+        'coco-object': '3475d03d61f85ce03812ce62d019de8f',
+        'coco-stuff164k': 'fb98709b9ab1baff4fd930bac4a77772',
+        'pascal-context-59': 'cd808465f06a16169edc25580073f0ed',
+        'voc20': 'c68f65a2b342397cdfe05ff5289517e1',
+    }
+    for name, digest in expected.items():
+        with open(osp.join(CLASS_NAMES, f'{name}.txt'), 'rb') as f:
+            assert hashlib.sha256(f.read()).hexdigest()[:32] == digest, name
+    lines = read_class_name_file(osp.join(CLASS_NAMES, 'coco-object.txt'))
+    assert len(lines[0]) == 26 and 'bed' in lines[0] and lines[60] == ['bed']
+    voc = read_class_name_file(osp.join(CLASS_NAMES, 'voc20.txt'))
+    assert voc[3] == ['ship'] and len(voc[14]) == 7 and len(voc[19]) == 5
+    assert osp.isfile(osp.join(CLASS_NAMES, 'LICENSE'))
+
+
+def test_readme_protocol_table_names_sclip_for_every_row():
+    with open(osp.join(LAST, 'README.md'), encoding='utf-8') as f:
+        text = f.read()
+    start = text.index('| What | SCLIP (default) |')
+    rows = text[start:].split('\n\n')[0].splitlines()[2:]
+    assert len(rows) >= 12
+    for row in rows:
+        cells = [c.strip() for c in row.strip('|').split('|')]
+        what, sclip, earlier, where = cells[:4]
+        assert sclip and earlier, row
+        assert re.search(r'\w+\.(py|txt)(:\d+(-\d+)?)?', where), row
 
 
 @pytest.mark.parametrize('tower', list(TOWERS))
@@ -104,10 +225,13 @@ def test_zero_shot_builds(tower, tmp_path):
     if cfg.model.backbone.type == 'mmlocat.EVA02CLIPViT':
         tiny.update(patch_size=16, img_size=32)
     emb = str(tmp_path / 'e.npy')
-    names = config_class_names(cfg)
+    queries, query_class = query_map(config_class_name_lines(cfg))
     save_text_embeddings(
         emb,
-        np.random.default_rng(0).normal(size=(len(names), 16)), names)
+        np.random.default_rng(0).normal(size=(len(queries), 16)),
+        queries,
+        query_class=query_class,
+        classes=config_class_names(cfg))
     cfg.model.backbone.arch = tiny
     cfg.model.backbone.init_cfg = None
     cfg.model.text_embeddings = emb
@@ -115,9 +239,12 @@ def test_zero_shot_builds(tower, tmp_path):
     init_default_scope('mmseg')
     model = MODELS.build(cfg.model).eval()
     with torch.no_grad():
-        logits = model.inference(
+        cosines = model.inference(
             torch.rand(1, 3, 48, 64), [dict(ori_shape=(48, 64))])
-    assert logits.shape == (1, 20, 48, 64)
+        samples = model.predict(torch.rand(1, 3, 48, 64))
+    assert cosines.shape == (1, 30, 48, 64)
+    assert samples[0].seg_logits.shape == (48, 64)
+    assert samples[0].seg_logits.data.shape[0] == 20
 
 
 COARSE = ('coarseseg_last-dino-s_voc12.py', 'coarseseg_dino-s_voc12.py',

@@ -209,3 +209,133 @@ def test_imagenet80_templates_are_open_clips():
     assert list(IMAGENET_TEMPLATES) == [
         t('{}') for t in OPENAI_IMAGENET_TEMPLATES
     ]
+
+
+def _names_file(tmp_path, text, name='names.txt'):
+    path = tmp_path / name
+    path.write_bytes(text.encode('utf-8'))
+    return str(path)
+
+
+def test_class_name_files_read_as_sclips_get_cls_idx(tmp_path):
+    """Line k = class k, names split at exactly ', ' (SCLIP's
+    ``get_cls_idx``); a missing last newline and CRLF are read the same."""
+    lines = [['person', 'person in shirt'], ['ship'], ['a,b', 'c ']]
+    for text in ('person, person in shirt\nship\na,b, c ',
+                 'person, person in shirt\nship\na,b, c \n',
+                 'person, person in shirt\r\nship\r\na,b, c \r\n'):
+        assert te.read_class_name_file(_names_file(tmp_path, text)) == lines
+    for text, match in (('a\n\nb\n', ':2: empty class name'),
+                        ('a, , b\n', ':1: empty class name'),
+                        ('a, a\n', ':1: a name is listed twice'),
+                        ('', 'is empty'), ('\n', 'is empty')):
+        with pytest.raises(ValueError, match=match):
+            te.read_class_name_file(_names_file(tmp_path, text))
+    with pytest.raises(FileNotFoundError, match='nope.txt'):
+        te.read_class_name_file(str(tmp_path / 'nope.txt'))
+
+
+def test_class_name_lines_against_the_dataset():
+    classes = ['aeroplane', 'boat', 'traffic light', 'background']
+    # another class's name is fine where that class's line has it too
+    ok = [['aeroplane'], ['ship'], ['trafficlight'], ['sky', 'aeroplane']]
+    te.check_class_name_lines(ok, classes, 'f.txt')
+    # where it has not, it reads as a misplaced line
+    with pytest.raises(ValueError, match="f.txt:4 lists 'boat'"):
+        te.check_class_name_lines(ok[:3] + [['sky', 'boat']], classes, 'f.txt')
+    with pytest.raises(ValueError, match='f.txt has 3 lines .* 4 classes'):
+        te.check_class_name_lines(ok[:3], classes, 'f.txt')
+    swapped = [['aeroplane'], ['trafficlight'], ['ship'], ['sky']]
+    with pytest.raises(
+            ValueError,
+            match="f.txt:2 lists 'trafficlight', the "
+            "name of dataset class 2 \\('traffic light'\\)"):
+        te.check_class_name_lines(swapped, classes, 'f.txt')
+
+
+def test_query_embeddings_round_trip(tmp_path):
+    """One row per name, the sidecar maps rows to classes; a name shared by
+    two classes gets the same row twice (SCLIP encodes it twice)."""
+    enc = CharEncoder()
+    lines = [['sky', 'bed'], ['cat'], ['bed']]
+    emb, queries, query_class = te.build_query_embeddings(
+        lines, enc, te.IMAGENET_TEMPLATES, 'plain')
+    assert queries == ['sky', 'bed', 'cat', 'bed']
+    assert query_class == [0, 0, 1, 2]
+    assert len(enc.calls) == 3  # 'bed' encoded once
+    np.testing.assert_array_equal(emb[1], emb[3])
+    ref, _ = build_class_embeddings(['sky', 'bed', 'cat'],
+                                    CharEncoder(),
+                                    templates=te.IMAGENET_TEMPLATES,
+                                    prompt_style='plain')
+    np.testing.assert_allclose(emb[:3], ref, rtol=1e-6)
+    classes = ['background', 'cat', 'bed']
+    path = save_text_embeddings(
+        str(tmp_path / 'q.npy'),
+        emb,
+        queries,
+        text_model=dict(templates='imagenet80'),
+        query_class=query_class,
+        classes=classes)
+    assert json.load(open(sidecar_path(path))) == dict(
+        classes=classes,
+        queries=queries,
+        query_class=query_class,
+        text_model=dict(templates='imagenet80'))
+    table = te.load_query_embeddings(path, classes)
+    assert table.classes == classes and table.queries == queries
+    assert table.query_class == query_class and table.has_query_map
+    np.testing.assert_allclose(table.embeddings, emb, rtol=1e-6)
+    assert te.read_class_names(sidecar_path(path)) == classes
+    with pytest.raises(ValueError, match='different order'):
+        te.load_query_embeddings(path, ['background', 'bed', 'cat'])
+    # one-row-per-class consumers (F-ViT) refuse it
+    with pytest.raises(ValueError, match='4 query rows for 3 classes'):
+        load_text_embeddings(path)
+
+
+def test_old_sidecars_read_as_one_row_per_class(tmp_path):
+    path, raw = _save(tmp_path, ['a', 'b'])
+    table = te.load_query_embeddings(path)
+    assert table.queries == table.classes == ['a', 'b']
+    assert table.query_class == [0, 1] and not table.has_query_map
+    # an identity map is one row per class for every consumer
+    path = save_text_embeddings(
+        str(tmp_path / 'id.npy'),
+        raw, ['x', 'y'],
+        query_class=[0, 1],
+        classes=['a', 'b'])
+    assert load_text_embeddings(path, ['a', 'b'])[2] == ['a', 'b']
+
+
+def test_bad_query_maps(tmp_path):
+    emb = np.eye(3, 4, dtype=np.float32)
+    with pytest.raises(ValueError, match=r'classes \[1\] have no query row'):
+        save_text_embeddings(
+            str(tmp_path / 'a.npy'),
+            emb, ['x', 'y', 'z'],
+            query_class=[0, 0, 2],
+            classes=['a', 'b', 'c'])
+    with pytest.raises(ValueError, match='not class indices'):
+        save_text_embeddings(
+            str(tmp_path / 'a.npy'),
+            emb, ['x', 'y', 'z'],
+            query_class=[0, 1, 3],
+            classes=['a', 'b', 'c'])
+    with pytest.raises(ValueError, match='go together'):
+        save_text_embeddings(
+            str(tmp_path / 'a.npy'), emb, ['x', 'y', 'z'], query_class=[0])
+    path = save_text_embeddings(
+        str(tmp_path / 'b.npy'),
+        emb, ['x', 'y', 'z'],
+        query_class=[0, 1, 1],
+        classes=['a', 'b'])
+    side = json.load(open(sidecar_path(path)))
+    side.pop('query_class')
+    json.dump(side, open(sidecar_path(path), 'w'))
+    with pytest.raises(ValueError, match='both "queries" and "query_class"'):
+        te.load_query_embeddings(path)
+    side.update(query_class=[0, 1])
+    json.dump(side, open(sidecar_path(path), 'w'))
+    with pytest.raises(ValueError, match='2 query_class entries for 3 rows'):
+        te.load_query_embeddings(path)

@@ -465,11 +465,13 @@ def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
     from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
     paths = generate('pascal_voc', str(tmp_path / 'voc'), 1, 3, (40, 56))
     init_default_scope('mmseg')
+    embs = {}
     for pooling, run, text in (('last', trained, converted['last']['text']),
                                ('cls', trained_cls, clip['weights'])):
         dst = converted[pooling]['dst']
-        emb = _dump(load_tool, monkeypatch, clip, text, list(VOC_CLASSES),
-                    str(tmp_path / f'voc20_{pooling}.npy'))
+        emb = embs[pooling] = _dump(load_tool, monkeypatch, clip, text,
+                                    list(VOC_CLASSES),
+                                    str(tmp_path / f'voc20_{pooling}.npy'))
         config = write_tiny_zero_shot_config(
             str(tmp_path / f'zs_{pooling}.py'),
             repo_root,
@@ -493,11 +495,13 @@ def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
         assert 0 <= _metric(out, 'mIoU') <= 100
         assert re.search(r'\|\s+aeroplane\s+\|', out)
     # the shipped act (OpenAI CLIP's QuickGELU) is refused for this tower
+    # (with the LaSt tower's own embeddings: the segmentor refuses the
+    # original CLIP's for its fine-tuned text tower)
     shipped_act = write_tiny_zero_shot_config(
         str(tmp_path / 'zs_quick.py'),
         repo_root,
         converted['last']['dst'],
-        emb,
+        embs['last'],
         paths['data_root'],
         act='quick_gelu')
     refused = "act='gelu' but this CLIPViT has act='quick_gelu'"

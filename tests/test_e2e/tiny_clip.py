@@ -197,6 +197,12 @@ def write_tiny_zero_shot_config(path: str,
                 act=act,
                 init_cfg=dict(checkpoint=checkpoint)),
             text_embeddings=embeddings,
+            # one name per class (the dataset's), not SCLIP's class-name
+            # file, and any prompt set: the tests embed the class names
+            # with few templates, for speed
+            class_name_file=None,
+            templates=None,
+            prompt_style=None,
             test_cfg=dict(crop_size=(32, 32), stride=(16, 16))),
         test_dataloader=dict(
             num_workers=0,

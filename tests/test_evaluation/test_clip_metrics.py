@@ -94,3 +94,35 @@ def test_zero_shot_accuracy(tmp_path):
                  [dict(image_embedding=images[0], gt_label=torch.tensor([0]))])
     with pytest.raises(ValueError, match='needs class_names'):
         bare.compute_metrics(bare.results)
+
+
+def test_zero_shot_accuracy_checks_clip_and_prompts_at_build(tmp_path):
+    """The embeddings' recorded text model must be the CLIP an image-tower
+    checkpoint records (F-ViT's check, ``check_clip=False`` opts out), and
+    their prompt recipe the one named."""
+    from mmlocat.utils.checkpoint_io import save_checkpoint
+    names = ['a', 'b']
+    path = save_text_embeddings(
+        str(tmp_path / 'zs.npy'),
+        np.eye(2, 4, dtype=np.float32),
+        names,
+        text_model=dict(
+            name='ViT-B-16',
+            sha256='1' * 64,
+            templates='clip',
+            prompt_style='plain'))
+    ckpt = str(tmp_path / 'tower.pth')
+    save_checkpoint({'w': torch.zeros(1)},
+                    ckpt,
+                    meta=dict(clip=dict(name='ViT-B-16', sha256='2' * 64)))
+    with pytest.raises(ValueError, match="CLIP sha256 '1111.*'2222"):
+        ZeroShotAccuracy(embeddings=path, clip_checkpoint=ckpt)
+    ZeroShotAccuracy(embeddings=path, clip_checkpoint=ckpt, check_clip=False)
+    with pytest.raises(
+            ValueError,
+            match="templates 'clip' but "
+            "ZeroShotAccuracy names 'imagenet80'"):
+        ZeroShotAccuracy(embeddings=path, templates='imagenet80')
+    ZeroShotAccuracy(embeddings=path, templates='clip', prompt_style='plain')
+    with pytest.raises(FileNotFoundError, match='none.json'):
+        ZeroShotAccuracy(embeddings=str(tmp_path / 'none.npy'))

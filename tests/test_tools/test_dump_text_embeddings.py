@@ -110,3 +110,96 @@ def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
         sha256=file_sha256(weights),
         templates='fvit',
         prompt_style='fvit')
+
+
+def _stand_in_encoder(model, pretrained, device):
+    gen = torch.Generator().manual_seed(0)
+    table = torch.randn(128, 6, generator=gen)
+    return lambda prompts: torch.stack(
+        [table[[ord(c) % 128 for c in p]].sum(0) for p in prompts])
+
+
+def test_seg_config_writes_the_config_names_and_recipe(tmp_path, repo_root,
+                                                       monkeypatch, capsys):
+    """--seg-config: the dataset's classes, one row per name of the config's
+    class-name file (SCLIP's synonyms), the config's templates / prompt
+    style; repeating them is fine, changing them is refused."""
+    from mmlocat.datasets.text_embeddings import (IMAGENET_TEMPLATES,
+                                                  build_query_embeddings,
+                                                  load_query_embeddings,
+                                                  read_class_name_file)
+    tool = _tool(repo_root)
+    monkeypatch.setattr(tool, 'open_clip_encoder', _stand_in_encoder)
+    config = osp.join(repo_root, 'configs/last/zeroshot_clip-b16_voc20.py')
+    out = str(tmp_path / 'voc20.npy')
+    monkeypatch.setattr(sys, 'argv', [
+        'dump', '--seg-config', config, '--pretrained', 'w.pt', '--templates',
+        'imagenet80', out
+    ])
+    tool.main()
+    assert '30 names, 20 classes, imagenet80 templates, plain' in \
+        capsys.readouterr().out
+    table = load_query_embeddings(out)
+    lines = read_class_name_file(
+        osp.join(repo_root, 'configs/last/class_names/voc20.txt'))
+    assert table.classes[3] == 'boat' and table.queries[3] == 'ship'
+    assert table.queries == [n for names in lines for n in names]
+    want = build_query_embeddings(lines, _stand_in_encoder(None, None, None),
+                                  IMAGENET_TEMPLATES, 'plain')[0]
+    np.testing.assert_allclose(table.embeddings, want, rtol=1e-5, atol=1e-6)
+    side = json.load(open(out[:-4] + '.json'))
+    assert side['text_model'] == dict(
+        name='ViT-B-16',
+        weights='w.pt',
+        templates='imagenet80',
+        prompt_style='plain')
+    # the segmentor of that config accepts the file
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import MODELS
+    cfg = Config.fromfile(config)
+    cfg.model.backbone.arch = dict(
+        embed_dims=32,
+        num_layers=1,
+        num_heads=2,
+        feedforward_channels=64,
+        output_dims=6)
+    cfg.model.backbone.init_cfg = None
+    cfg.model.text_embeddings = out
+    init_default_scope('mmseg')
+    model = MODELS.build(cfg.model)
+    model.check_classes(cfg.test_dataloader.dataset.metainfo.classes)
+    for flags, match in ((['--templates', 'fvit'], '--templates fvit but'),
+                         (['--prompt-style',
+                           'fvit'], '--prompt-style fvit but'),
+                         (['--background'], 'gets its background from')):
+        monkeypatch.setattr(
+            sys, 'argv',
+            ['dump', '--seg-config', config, '--pretrained', 'w.pt', out] +
+            flags)
+        with pytest.raises(ValueError, match=match):
+            tool.main()
+
+
+def test_seg_config_with_a_misordered_class_name_file(tmp_path, repo_root,
+                                                      monkeypatch):
+    tool = _tool(repo_root)
+    monkeypatch.setattr(tool, 'open_clip_encoder', _stand_in_encoder)
+    names = tmp_path / 'names.txt'
+    lines = open(osp.join(repo_root,
+                          'configs/last/class_names/voc20.txt')).read()
+    lines = lines.split('\n')
+    lines[0], lines[1] = lines[1], lines[0]
+    names.write_text('\n'.join(lines))
+    config = tmp_path / 'cfg.py'
+    config.write_text(
+        f"_base_ = ['{repo_root}/configs/last/zeroshot_clip-b16_voc20.py']\n"
+        f"model = dict(class_name_file='{names}')\n")
+    monkeypatch.setattr(sys, 'argv', [
+        'dump', '--seg-config',
+        str(config), '--pretrained', 'w.pt',
+        str(tmp_path / 'o.npy')
+    ])
+    with pytest.raises(ValueError, match="names.txt:1 lists 'bicycle'"):
+        tool.main()
+    assert not (tmp_path / 'o.npy').exists()

@@ -430,10 +430,11 @@ def test_class_names_of_another_label_space_are_not_used():
 
 @pytest.fixture(scope='module')
 def zero_shot(repo_root, tmp_path_factory):
-    """A tiny random-init COCO-Object zero-shot config (background by
-    ``bg_thresh``), its embeddings written by the dump tool with a
-    random-init open_clip model (so the sidecar records the text model)
-    and a tower checkpoint."""
+    """A tiny random-init COCO-Object zero-shot config in mmlocat's earlier
+    protocol (background by the constant ``bg_thresh`` channel, one name
+    per class, instance-based maps), its embeddings written by the dump
+    tool with a random-init open_clip model (so the sidecar records the
+    text model) and a tower checkpoint."""
     import open_clip
     zs = _tool(repo_root, 'tests/test_e2e/test_zero_shot_e2e.py', 'zs_e2e')
     tmp = tmp_path_factory.mktemp('zs')
@@ -447,8 +448,17 @@ def zero_shot(repo_root, tmp_path_factory):
     prefix = (f"data_prefix=dict(img_path={paths['val_img_dir']!r}, "
               f"seg_map_path={paths['val_seg_dir']!r}),")
     emb = str(tmp / 'emb.npy')
-    cfg = zs._derive(tmp, repo_root, 'zeroshot_last-clip-b16_coco-object.py',
-                     paths['data_root'], emb, prefix)
+    cfg = zs._derive(
+        tmp,
+        repo_root,
+        None,
+        paths['data_root'],
+        emb,
+        prefix,
+        bases=[
+            '_base_/zeroshot_clip-b16.py',
+            '_base_/zeroshot_coco-object_mmlocat.py'
+        ])
     dump = zs._dump_tool(repo_root)
 
     def run_dump(out, *source):

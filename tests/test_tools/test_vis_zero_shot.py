@@ -8,7 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from mmlocat.datasets.text_embeddings import save_text_embeddings
+from mmlocat.datasets.text_embeddings import (config_class_name_lines,
+                                              query_map, save_text_embeddings)
 from mmlocat.testing import generate
 from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
 
@@ -33,15 +34,21 @@ def test_writes_png(tmp_path, repo_root, subprocess_env):
     from mmlocat.utils.checkpoint_io import save_checkpoint
     paths = generate('pascal_voc', str(tmp_path / 'data'), 1, 1, (48, 64))
     emb = str(tmp_path / 'emb.npy')
-    save_text_embeddings(emb,
-                         np.random.default_rng(0).normal(size=(20, 16)),
-                         VOC_CLASSES)
     config = tmp_path / 'tiny.py'
     config.write_text(
         CONFIG.format(
             base=osp.join(repo_root, 'configs', 'last',
                           'zeroshot_last-clip-b16_voc20.py'),
             emb=emb))
+    # one row per name of the config's class-name file (SCLIP's synonyms)
+    queries, query_class = query_map(
+        config_class_name_lines(Config.fromfile(str(config))))
+    save_text_embeddings(
+        emb,
+        np.random.default_rng(0).normal(size=(30, 16)),
+        queries,
+        query_class=query_class,
+        classes=VOC_CLASSES)
     init_default_scope('mmseg')
     torch.manual_seed(0)
     model = MODELS.build(Config.fromfile(str(config)).model)

@@ -8,8 +8,9 @@ prompts of zero-shot segmentation); the CLIP text tower (open_clip, with
 weights you supply) encodes them; the L2-normalised prompt embeddings are
 averaged and normalised again. Writes ``OUT.npy`` (``(C[+1], D)``),
 ``OUT.json`` (the class names, row by row, and the text model: open_clip
-name, weights file and its sha256, which F-ViT compares with its backbone
-checkpoint's) and, with ``--ann-file``, ``OUT.base.json`` (the base
+name, weights file and its sha256, templates and prompt style, which F-ViT
+and the zero-shot segmentor compare with their checkpoints and configs)
+and, with ``--ann-file``, ``OUT.base.json`` (the base
 classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
 
     python tools/misc/dump_text_embeddings.py \
@@ -29,8 +30,19 @@ prompt style of ``--imagenet``)::
 
 Names are taken in category-id order, which is the label order of mmdet's
 ``CocoDataset`` / ``LVISV1Dataset``; ``--names FILE`` (json list or one
-name a line) gives them explicitly instead; ``--seg-config CONFIG`` takes
-those of a zero-shot segmentation config's test dataset (configs/last).
+name a line) gives them explicitly instead. ``--seg-config CONFIG`` writes
+what a zero-shot segmentation config (configs/last) reads: its test
+dataset's classes, each with the names (synonyms) of the config's
+``model.class_name_file`` (SCLIP's format; one row per name, the sidecar
+mapping rows to classes) or its own name when the config names no file,
+with the config's ``templates`` / ``prompt_style`` (other values are
+refused)::
+
+    python tools/misc/dump_text_embeddings.py \
+        --seg-config configs/last/zeroshot_clip-b16_voc20.py \
+        --model ViT-B-16-quickgelu --pretrained checkpoints/ViT-B-16.pt \
+        data/embeddings/voc20_clip-b16.npy
+
 ``--model-config FILE`` registers an open_clip model-config JSON (its file
 stem is the model name) for models open_clip does not ship.
 """
@@ -40,14 +52,9 @@ import json
 from mmengine.config import Config
 
 from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
+from mmlocat.datasets import text_embeddings as te
 from mmlocat.datasets.imagenet_class_names import (
     IMAGENET_NAME_SOURCES, build_listed_class_embeddings, imagenet_class_names)
-from mmlocat.datasets.text_embeddings import (PROMPT_STYLES, TEMPLATE_SETS,
-                                              build_class_embeddings,
-                                              names_from_annotations,
-                                              read_class_names,
-                                              save_base_classes,
-                                              save_text_embeddings)
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import clip_provenance
 
@@ -68,7 +75,8 @@ def parse_args(argv=None):
     src.add_argument(
         '--seg-config',
         help='zero-shot segmentation config: its test dataset\'s classes '
-        '(without background when the model has bg_thresh)')
+        '(without background when the model has bg_thresh) with the names '
+        'of its class_name_file, its templates and prompt style')
     parser.add_argument('--model', default='ViT-B-16', help='open_clip arch')
     parser.add_argument(
         '--model-config',
@@ -84,16 +92,17 @@ def parse_args(argv=None):
         help="append a 'background' row (embedding of the word)")
     parser.add_argument(
         '--templates',
-        choices=sorted(TEMPLATE_SETS),
-        help="prompt set: F-ViT's 63 (default; imagenet80 with --imagenet), "
+        choices=sorted(te.TEMPLATE_SETS),
+        help="prompt set: F-ViT's 63 (default; imagenet80 with --imagenet, "
+        "the config's with --seg-config), "
         "CLIP's ImageNet 63, CLIP's "
         'full ImageNet 80 (imagenet80, zero-shot segmentation) or the '
         'single "a photo of a {}."')
     parser.add_argument(
         '--prompt-style',
-        choices=PROMPT_STYLES,
+        choices=te.PROMPT_STYLES,
         help="F-ViT's name / article / 'This is' rules (default) or plain "
-        'filling (default with --imagenet)')
+        "filling (default with --imagenet; the config's with --seg-config)")
     parser.add_argument('--device', default='cpu')
     parser.add_argument('out', help='output .npy path')
     return parser.parse_args(argv)
@@ -108,39 +117,67 @@ def resolve_prompt_defaults(args: argparse.Namespace) -> None:
         args.prompt_style = 'plain' if args.imagenet else 'fvit'
 
 
+def seg_config_recipe(args: argparse.Namespace, cfg) -> None:
+    """Templates and prompt style of a zero-shot config: the config's,
+    which the arguments may repeat but not change."""
+    defaults = dict(templates='imagenet80', prompt_style='plain')
+    for key, default in defaults.items():
+        wanted = cfg.model.get(key, default) or default
+        given = getattr(args, key)
+        if given is not None and given != wanted:
+            option = '--' + key.replace('_', '-')
+            raise ValueError(
+                f'{option} {given} but {args.seg_config} names {key}='
+                f'{wanted!r} (the segmentor refuses other embeddings): drop '
+                f'{option} or change the config')
+        setattr(args, key, wanted)
+
+
 def main():
     args = parse_args()
-    base = None
+    base = lines = None
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
-            names, base = names_from_annotations(json.load(f), args.ann_file)
+            names, base = te.names_from_annotations(
+                json.load(f), args.ann_file)
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
-        from mmlocat.datasets.text_embeddings import config_class_names
-        names = config_class_names(Config.fromfile(args.seg_config))
+        cfg = Config.fromfile(args.seg_config)
+        seg_config_recipe(args, cfg)
+        names = te.config_class_names(cfg)
+        if cfg.model.get('class_name_file') is not None:
+            lines = te.config_class_name_lines(cfg)
     elif args.imagenet:
         names = imagenet_class_names(args.imagenet)
     else:
-        names = read_class_names(args.names)
+        names = te.read_class_names(args.names)
     imagenet = bool(args.imagenet)
     resolve_prompt_defaults(args)
+    if args.background and (imagenet or lines is not None):
+        raise ValueError(
+            "--background appends F-ViT's background row; --imagenet has "
+            'none, and a zero-shot config with a class-name file gets its '
+            'background from that file')
     model_name = args.model
     if args.model_config:
         model_name = register_model_config(args.model_config)
     encode = open_clip_encoder(model_name, args.pretrained, args.device)
-    if imagenet:
-        if args.background:
-            raise SystemExit('dump_text_embeddings: error: --imagenet has no '
-                             'background row')
+    templates = te.TEMPLATE_SETS[args.templates]
+    query_map = {}
+    if lines is not None:
+        embeddings, rows, query_class = te.build_query_embeddings(
+            lines, encode, templates, args.prompt_style)
+        query_map = dict(query_class=query_class, classes=names)
+    elif imagenet:
         # ImageNet's lists name a few classes twice (open_clip: missile,
         # sunglasses): one embedding each, as open_clip
         embeddings, rows = build_listed_class_embeddings(
-            names, encode, TEMPLATE_SETS[args.templates], args.prompt_style)
+            names, encode, templates, args.prompt_style)
     else:
-        embeddings, rows = build_class_embeddings(
+        embeddings, rows = te.build_class_embeddings(
             names,
             encode,
-            templates=TEMPLATE_SETS[args.templates],
+            templates=templates,
             background=args.background,
             prompt_style=args.prompt_style)
     text_model = dict(
@@ -149,10 +186,13 @@ def main():
         prompt_style=args.prompt_style)
     if 'weights' not in text_model:  # an open_clip tag, not a file
         text_model['weights'] = args.pretrained
-    save_text_embeddings(args.out, embeddings, rows, text_model=text_model)
-    print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]}')
+    te.save_text_embeddings(
+        args.out, embeddings, rows, text_model=text_model, **query_map)
+    print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]} '
+          f'({len(rows)} names, {len(names)} classes, {args.templates} '
+          f'templates, {args.prompt_style} prompts)')
     if base is not None:
-        base_file = save_base_classes(args.out, base)
+        base_file = te.save_base_classes(args.out, base)
         print(f'{base_file}: {len(base)} base classes')
 
 

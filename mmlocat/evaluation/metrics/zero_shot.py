@@ -4,7 +4,10 @@ CLIP's zero-shot protocol (https://arxiv.org/abs/2103.00020): the class of
 an image is the class whose prompt-ensembled text embedding (an embedding
 file of ``tools/misc/dump_text_embeddings.py`` /
 :func:`mmlocat.datasets.text_embeddings.build_class_embeddings`) has the
-largest cosine with the image embedding.
+largest cosine with the image embedding. At build the embedding file's
+recorded text model is compared with the CLIP recorded in an image-tower
+checkpoint (``clip_checkpoint``, F-ViT's check; ``check_clip=False`` opts
+out) and its prompt recipe with ``templates`` / ``prompt_style``.
 """
 from typing import List, Optional, Sequence, Union
 
@@ -13,8 +16,10 @@ import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 
 from mmlocat.datasets.imagenet_class_names import resolve_class_name_list
-from mmlocat.datasets.text_embeddings import load_text_embeddings
+from mmlocat.datasets.text_embeddings import (load_text_embeddings,
+                                              read_text_model)
 from mmlocat.registry import METRICS
+from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
 
 __all__ = ['ZeroShotAccuracy']
 
@@ -34,8 +39,21 @@ class ZeroShotAccuracy(BaseMetric):
             :mod:`mmlocat.datasets.imagenet_class_names`), when the
             dataset's ``classes`` are not the embedded names.
         topk: The ``k`` values reported (``zero_shot/top1``, ...).
+        clip_checkpoint: An image-tower checkpoint whose ``meta['clip']``
+            names the CLIP the embeddings' text model must be (e.g. the
+            converted tower the evaluated model starts from); None compares
+            nothing.
+        check_clip: Compare the text model with ``clip_checkpoint``'s
+            record (the explicit opt-out is ``False``).
+        templates: The prompt set the embeddings must have been written
+            with (a key of ``TEMPLATE_SETS``); None accepts any.
+        prompt_style: Their prompt style; None accepts any.
         collect_device: mmengine's ``collect_device``.
         prefix: Metric name prefix.
+
+    Raises:
+        FileNotFoundError: No embedding file or sidecar (at build).
+        ValueError: Another CLIP or prompt recipe (at build).
     """
     default_prefix = 'zero_shot'
 
@@ -43,9 +61,20 @@ class ZeroShotAccuracy(BaseMetric):
                  embeddings: str,
                  class_names: Union[str, Sequence[str], None] = None,
                  topk: Sequence[int] = (1, ),
+                 clip_checkpoint: Optional[str] = None,
+                 check_clip: bool = True,
+                 templates: Optional[str] = None,
+                 prompt_style: Optional[str] = None,
                  collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
+        text_model = read_text_model(embeddings)
+        check_prompt_recipe(
+            text_model, embeddings,
+            dict(templates=templates, prompt_style=prompt_style),
+            'ZeroShotAccuracy')
+        if check_clip and clip_checkpoint:
+            check_checkpoint_clip(text_model, embeddings, clip_checkpoint)
         self.embeddings = embeddings
         self.class_names = (
             resolve_class_name_list(class_names)

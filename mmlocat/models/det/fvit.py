@@ -21,7 +21,7 @@ from torch import Tensor
 from mmlocat.datasets.text_embeddings import read_text_model
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.provenance import check_same_clip, read_checkpoint_meta
+from mmlocat.utils.provenance import check_checkpoint_clip
 from .fvit_roi_head import FViTRoIHead
 
 __all__ = ['FViT']
@@ -180,9 +180,8 @@ class FViT(TwoStageDetector):
             init_cfg.get('checkpoint')
             if is_pretrained_cfg(init_cfg) else None)
         if checkpoint:
-            image_model = read_checkpoint_meta(checkpoint).get('clip', {})
-            check_same_clip(
-                read_text_model(emb_file), emb_file, image_model, checkpoint)
+            check_checkpoint_clip(
+                read_text_model(emb_file), emb_file, checkpoint)
 
     def train(self, mode: bool = True) -> 'FViT':
         """Set the mode; the frozen backbone always stays in eval mode."""

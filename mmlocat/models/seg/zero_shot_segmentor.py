@@ -1,26 +1,40 @@
 """Training-free zero-shot semantic segmentation with a frozen CLIP tower.
 
 The dense protocol of "Vision Transformers Need More Than Registers" (Shi
-et al., CVPR 2026, https://arxiv.org/abs/2602.22394, Tab. 4): every patch
-feature of a frozen CLIP / EVA02-CLIP image tower (the last block's patch
-tokens after the final norm and the output projection) is compared by
-cosine similarity with the class text embeddings; the per-pixel argmax of
-the upsampled scores is the prediction. MaskCLIP's value path (Zhou et al.,
-"Extract Free Dense Labels from CLIP", https://arxiv.org/abs/2112.01071)
-is an option. Inference (whole image or sliding window) is mmseg's
-``EncoderDecoder`` code, so ``test_cfg`` means what it means there.
+et al., CVPR 2026, https://arxiv.org/abs/2602.22394, Tab. 4), evaluated as
+the evaluator its numbers come from, SCLIP's (Wang et al., "SCLIP:
+Rethinking Self-Attention for Dense Vision-Language Inference",
+https://arxiv.org/abs/2312.01597, github wangf3014/SCLIP
+``clip_segmentor.py`` with its CSA switched off, i.e. vanilla CLIP): every
+patch feature of a frozen CLIP / EVA02-CLIP image tower (the last block's
+patch tokens after the final norm and the output projection, unit norm) is
+compared by cosine with the text embedding of every query name (a class may
+have several); the cosines of each sliding window are upsampled to the
+window, averaged where windows overlap, upsampled to the original image,
+then :class:`ZeroShotTextClassifier` scales, softmaxes over all names,
+keeps each class's best name and takes the argmax. MaskCLIP's value path
+(Zhou et al., https://arxiv.org/abs/2112.01071) is an option. Windowing is
+mmseg's ``EncoderDecoder`` code, so ``test_cfg`` means what it means there.
 """
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from mmengine.config import ConfigDict
+from mmengine.logging import print_log
+from mmengine.structures import PixelData
 from mmseg.models.segmentors import BaseSegmentor, EncoderDecoder
+from mmseg.models.utils import resize
+from mmseg.structures import SegDataSample
 from mmseg.utils import OptConfigType, OptMultiConfig, OptSampleList
 from torch import Tensor
 
-from mmlocat.datasets.text_embeddings import BACKGROUND, load_text_embeddings
+from mmlocat.datasets import text_embeddings as te
 from mmlocat.registry import MODELS
+from mmlocat.utils.pretrained import is_pretrained_cfg
+from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
+from .text_classifier import ZeroShotTextClassifier
 
 __all__ = ['ZeroShotSegmentor']
 
@@ -29,22 +43,30 @@ __all__ = ['ZeroShotSegmentor']
 class ZeroShotSegmentor(BaseSegmentor):
     """Zero-shot segmentor: patch-text cosine of a frozen CLIP tower.
 
-    Per window: patch features ``f`` ``(h, w, D)`` (unit norm), logits
-    ``logit_scale * f @ t.T`` with the unit-norm text embeddings ``t``
-    ``(C, D)``, bilinearly resized to the window (as mmseg's decode heads).
-    Windows are merged by ``EncoderDecoder.slide_inference`` (mean of the
-    overlapping logits) or the whole image is one window
-    (``test_cfg=dict(mode='whole')``). With a background class the merged
-    logits become class probabilities (softmax over the ``C`` object
-    classes) and a constant ``bg_thresh`` channel is put in front: a pixel is
-    background when no class reaches that probability.
+    Per window: unit-norm patch features ``(h, w, D)`` against the ``Q``
+    unit-norm query embeddings, cosines bilinearly resized to the window
+    (:meth:`encode_decode`). Windows are merged by
+    ``EncoderDecoder.slide_inference`` (mean of the overlapping cosines) or
+    the whole image is one window (``test_cfg=dict(mode='whole')``). The
+    merged cosines are resized to the original image (mmseg's
+    ``postprocess_result``) and only then turned into class probabilities
+    and labels (:class:`ZeroShotTextClassifier`), as SCLIP does.
 
     The text embeddings are an embedding file of
-    :mod:`mmlocat.datasets.text_embeddings` (e.g. written by
-    ``tools/misc/dump_text_embeddings.py``) whose rows are the dataset's
-    classes in label order, without the background class.
-    :meth:`check_classes` compares them with the dataset (``classes`` at
-    build, or :class:`mmlocat.ZeroShotClassCheckHook` before testing).
+    :mod:`mmlocat.datasets.text_embeddings` written by
+    ``tools/misc/dump_text_embeddings.py``: one row per query name, its
+    sidecar mapping rows to classes (a file without the map is one row per
+    class). A dataset's background class (label 0) is either one of the
+    file's classes (SCLIP's text background, with ``prob_thd``) or
+    mmlocat's constant channel (``bg_thresh``, the background then not in
+    the file). :meth:`check_classes` compares the file's *classes* with the
+    dataset's (``classes`` at build, or
+    :class:`mmlocat.ZeroShotClassCheckHook` before testing).
+
+    Checked at build: the query names against ``class_name_file``, the
+    sidecar's prompt recipe against ``templates`` / ``prompt_style``, and
+    its text model against the CLIP recorded in the tower checkpoint's
+    ``meta['clip']`` (F-ViT's check; ``check_clip=False`` opts out).
 
     Args:
         backbone: Config of a CLIP-like tower with a projection to the text
@@ -52,15 +74,28 @@ class ZeroShotSegmentor(BaseSegmentor):
             frozen, and ``out_type='featmap'`` / ``out_indices=-1`` are set
             (the last block after the final norm).
         text_embeddings: Path of the ``.npy`` embedding file (with its
-            ``.json`` sidecar of class names).
-        feature_tap: ``'last'`` (default, the paper's patch features: the
-            last block's patch tokens, final norm, projection) or
-            ``'value'`` (MaskCLIP's value path in the last block,
-            ``backbone.forward_dense``).
-        logit_scale: Multiplier of the cosine similarities (CLIP's learned
-            scale is 100); only matters with a background threshold.
-        bg_thresh: Probability below which a pixel is background; needed
-            (and only allowed) when the dataset has a background class.
+            ``.json`` sidecar).
+        class_name_file: The class-name file the embeddings must have been
+            written from (one line per class, names separated by ``', '``;
+            SCLIP's format), or None (one name per class, not checked).
+        templates: The prompt set the embeddings must have been written
+            with (a key of ``TEMPLATE_SETS``; SCLIP's: ``'imagenet80'``),
+            None accepts any.
+        prompt_style: Their prompt style (SCLIP's: ``'plain'``), None
+            accepts any.
+        check_clip: Refuse embeddings whose recorded text model differs
+            from the tower checkpoint's recorded CLIP.
+        feature_tap: ``'last'`` (default, the paper's and SCLIP's patch
+            features) or ``'value'`` (MaskCLIP's value path in the last
+            block, ``backbone.forward_dense``).
+        logit_scale: Multiplier of the cosines before the softmax over the
+            query names (SCLIP: 40 by default, 50 for COCO-Object).
+        prob_thd: Pixels whose largest class probability is below it become
+            label 0, which must be the file's background class (SCLIP:
+            0.1 for COCO-Object, else 0).
+        bg_thresh: mmlocat's constant background channel (an option): the
+            file has no background class; a pixel is background when no
+            class reaches this probability. Excludes ``prob_thd``.
         background_class: Name of the dataset's background class; it must
             be the dataset's first class (mmseg's VOC / COCO-Object order).
         classes: The dataset's classes in label order, to check at build
@@ -68,6 +103,10 @@ class ZeroShotSegmentor(BaseSegmentor):
         data_preprocessor: mmseg ``SegDataPreProcessor`` config.
         test_cfg: ``dict(mode='whole')`` or ``dict(mode='slide',
             crop_size=(h, w), stride=(h, w))``.
+        pretrained: mmseg's keyword (``mmseg.apis.init_model`` passes
+            ``None``): a checkpoint for the backbone, as in mmseg's
+            ``EncoderDecoder``.
+        train_cfg: mmseg's keyword; must be None (nothing is trained).
         init_cfg: Initialisation config.
     """
     FEATURE_TAPS = ('last', 'value')
@@ -81,13 +120,20 @@ class ZeroShotSegmentor(BaseSegmentor):
     def __init__(self,
                  backbone: dict,
                  text_embeddings: str,
+                 class_name_file: Optional[str] = None,
+                 templates: Optional[str] = 'imagenet80',
+                 prompt_style: Optional[str] = 'plain',
+                 check_clip: bool = True,
                  feature_tap: str = 'last',
-                 logit_scale: float = 100.,
+                 logit_scale: float = 40.,
+                 prob_thd: float = 0.,
                  bg_thresh: Optional[float] = None,
-                 background_class: str = BACKGROUND,
+                 background_class: str = te.BACKGROUND,
                  classes: Optional[Sequence[str]] = None,
                  data_preprocessor: OptConfigType = None,
                  test_cfg: OptConfigType = None,
+                 pretrained: Optional[str] = None,
+                 train_cfg: OptConfigType = None,
                  init_cfg: OptMultiConfig = None) -> None:
         super().__init__(
             data_preprocessor=data_preprocessor, init_cfg=init_cfg)
@@ -99,8 +145,21 @@ class ZeroShotSegmentor(BaseSegmentor):
         if bg_thresh is not None and not 0 < bg_thresh < 1:
             raise ValueError(f'bg_thresh is a probability in (0, 1), got '
                              f'{bg_thresh}')
+        if not 0 <= prob_thd < 1:
+            raise ValueError(f'prob_thd is a probability in [0, 1), got '
+                             f'{prob_thd}')
+        if prob_thd > 0 and bg_thresh is not None:
+            raise ValueError(
+                f'prob_thd={prob_thd} (SCLIP: a text background class) and '
+                f'bg_thresh={bg_thresh} (a constant background channel) '
+                'exclude each other: set one')
+        if train_cfg:
+            raise ValueError('ZeroShotSegmentor is training-free: train_cfg '
+                             f'must be None, got {train_cfg}')
         backbone = dict(
             backbone, frozen=True, out_type='featmap', out_indices=-1)
+        if pretrained is not None:
+            backbone['pretrained'] = pretrained
         self.backbone = MODELS.build(backbone)
         if not hasattr(self.backbone, 'embed_global'):
             raise TypeError(f'{backbone["type"]} is not a CLIP tower (no '
@@ -112,65 +171,182 @@ class ZeroShotSegmentor(BaseSegmentor):
                 f'{backbone["type"]} has no projection to the text space '
                 '(arch without output_dims): its patch tokens cannot be '
                 'compared with text embeddings')
-        emb, bg_row, names = load_text_embeddings(text_embeddings)
-        if bg_row is not None:
-            raise ValueError(
-                f'{text_embeddings} has a {BACKGROUND!r} row; the zero-shot '
-                'segmentor finds background by bg_thresh: write the file '
-                'without --background')
+        table = te.load_query_embeddings(text_embeddings)
+        self.text_embeddings_file = text_embeddings
+        self.background_class = background_class
+        self._check_background(table.classes, table.has_query_map, bg_thresh,
+                               prob_thd)
+        if class_name_file is not None:
+            self._check_query_names(table, class_name_file)
+        text_model = te.read_text_model(text_embeddings)
+        check_prompt_recipe(
+            text_model, text_embeddings,
+            dict(templates=templates, prompt_style=prompt_style),
+            'ZeroShotSegmentor')
+        checkpoint = self._tower_checkpoint(backbone)
+        if check_clip and checkpoint:
+            check_checkpoint_clip(text_model, text_embeddings, checkpoint)
         dims = self.backbone.embed_global(
             torch.zeros(1, self.backbone.embed_dims))
-        if dims.shape[-1] != emb.shape[1]:
+        if dims.shape[-1] != table.embeddings.shape[1]:
             raise ValueError(
-                f'{text_embeddings} holds {emb.shape[1]}-d embeddings but '
-                f'the tower projects to {dims.shape[-1]} dimensions')
-        self.register_buffer(
-            'text_embeddings', torch.from_numpy(emb), persistent=False)
-        self.text_embeddings_file = text_embeddings
-        self.class_names = names
+                f'{text_embeddings} holds {table.embeddings.shape[1]}-d '
+                f'embeddings but the tower projects to {dims.shape[-1]} '
+                'dimensions')
+        self.decode_head = ZeroShotTextClassifier(
+            torch.from_numpy(table.embeddings), table.query_class,
+            table.classes, logit_scale, prob_thd, bg_thresh)
+        self.class_names: List[str] = list(table.classes)
+        self.query_names: List[str] = list(table.queries)
         self.feature_tap = feature_tap
         self.logit_scale = float(logit_scale)
+        self.prob_thd = float(prob_thd)
         self.bg_thresh = bg_thresh
-        self.background_class = background_class
-        self.out_channels = len(names)  # per-window logits (slide)
-        self.num_classes = len(names) + (bg_thresh is not None)
+        self.out_channels = len(table.queries)  # per-window cosines (slide)
+        self.num_classes = self.decode_head.num_classes
         if self.num_classes < 2:
             raise ValueError('zero-shot segmentation needs at least 2 '
-                             f'output classes, got {names}')
+                             f'output classes, got {table.classes}')
         self.align_corners = False
         self.test_cfg = ConfigDict(
             test_cfg if test_cfg is not None else dict(mode='whole'))
+        self._palette: Optional[list] = None
         if classes is not None:
             self.check_classes(classes)
 
+    @property
+    def text_embeddings(self) -> Tensor:
+        """``(Q, D)`` unit-norm query embeddings."""
+        return self.decode_head.embeddings
+
+    @property
+    def output_classes(self) -> List[str]:
+        """The label names, with the constant background channel's class
+        first when ``bg_thresh`` is set."""
+        if self.bg_thresh is not None:
+            return [self.background_class] + self.class_names
+        return list(self.class_names)
+
+    @property
+    def dataset_meta(self) -> Dict:
+        """``classes`` (:attr:`output_classes`) and a ``palette`` of as
+        many colours."""
+        classes = self.output_classes
+        palette = self._palette
+        if palette is None or len(palette) != len(classes):
+            # mmseg's rule for datasets without a palette (seed 42)
+            rng = np.random.RandomState(42)
+            palette = rng.randint(0, 255, size=(len(classes), 3)).tolist()
+        return dict(classes=classes, palette=palette)
+
+    @dataset_meta.setter
+    def dataset_meta(self, meta: Optional[Dict]) -> None:
+        """Keep the palette of the same classes; other classes are not this
+        segmentor's (mmseg's ``init_model`` / ``MMSegInferencer`` set a
+        guess when a checkpoint has no ``dataset_meta``): its classes are
+        its embedding file's."""
+        meta = dict(meta or {})
+        classes = meta.get('classes')
+        if classes is not None and list(classes) != self.output_classes:
+            print_log(
+                f'ZeroShotSegmentor: dataset_meta names {len(classes)} '
+                f'classes ({list(classes)[:3]}...); the segmentor predicts '
+                f'the {len(self.output_classes)} classes of '
+                f'{self.text_embeddings_file} and keeps them',
+                logger='current')
+            return
+        if meta.get('palette') is not None:
+            self._palette = [list(c) for c in meta['palette']]
+
+    @staticmethod
+    def _tower_checkpoint(backbone: dict) -> Optional[str]:
+        init_cfg = backbone.get('init_cfg')
+        if is_pretrained_cfg(init_cfg):
+            return init_cfg.get('checkpoint')
+        return backbone.get('pretrained')
+
+    def _check_background(self, classes: List[str], has_map: bool,
+                          bg_thresh: Optional[float], prob_thd: float) -> None:
+        background = self.background_class
+        path = self.text_embeddings_file
+        if (not has_map and classes and classes[-1] == background
+                and len(classes) > 1):
+            raise ValueError(
+                f'{path} has a {background!r} row last (F-ViT\'s background '
+                'embedding); a zero-shot text background is the first '
+                'class, written from a class-name file: dump it with '
+                'tools/misc/dump_text_embeddings.py --seg-config')
+        if bg_thresh is not None and background in classes:
+            raise ValueError(
+                f'{path} has a {background!r} class but bg_thresh is set '
+                '(a constant background channel): write the file without '
+                'the background, or remove bg_thresh to use it as a text '
+                'class')
+        if prob_thd > 0 and (not classes or classes[0] != background):
+            raise ValueError(
+                f'prob_thd={prob_thd} sends pixels to class 0, which must be '
+                f'the {background!r} class, but {path} starts with '
+                f'{classes[:1]}: dump it from a class-name file whose first '
+                'line is the background, or set prob_thd=0')
+
+    def _check_query_names(self, table, class_name_file: str) -> None:
+        """The embedding file's query names must be ``class_name_file``'s,
+        class by class (so nothing is re-ordered or stale)."""
+        lines = te.read_class_name_file(class_name_file)
+        path = self.text_embeddings_file
+        found: List[List[str]] = [[] for _ in table.classes]
+        for name, k in zip(table.queries, table.query_class):
+            found[k].append(name)
+        if len(lines) != len(found):
+            raise ValueError(
+                f'{class_name_file} has {len(lines)} lines (classes) but '
+                f'{path} {len(found)} classes: dump the embeddings from it '
+                '(tools/misc/dump_text_embeddings.py --seg-config)')
+        te.check_class_name_lines(lines, table.classes, class_name_file)
+        for k, (want, got) in enumerate(zip(lines, found)):
+            if want != got:
+                hint = ('; its sidecar has no row-to-class map (one row per '
+                        'class)' if not table.has_query_map else '')
+                raise ValueError(
+                    f'{path} does not hold the names of {class_name_file}: '
+                    f'class {k} ({table.classes[k]!r}) has {got} in '
+                    f'{te.sidecar_path(path)} but {want} at line {k + 1} of '
+                    f'the class-name file{hint}; dump the embeddings from '
+                    'the config (tools/misc/dump_text_embeddings.py '
+                    '--seg-config)')
+
     def check_classes(self, classes: Sequence[str]) -> None:
         """Raise unless ``classes`` (the dataset's, in label order) are the
-        embedding file's classes, with the background class first when
-        ``bg_thresh`` is set.
+        embedding file's classes; with ``bg_thresh`` the dataset's first
+        class is the background and the file lacks it.
 
         Raises:
             ValueError: Another order, count or set of names; a background
-                class without ``bg_thresh`` (or the reverse).
+                class the model cannot predict (or the reverse).
         """
         classes = list(classes)
-        has_bg = self.background_class in classes
-        if has_bg and self.bg_thresh is None:
+        background = self.background_class
+        has_bg = background in classes
+        if has_bg and classes[0] != background:
             raise ValueError(
-                f'the dataset has a {self.background_class!r} class but '
-                'ZeroShotSegmentor has no bg_thresh: set bg_thresh (the '
-                'probability below which a pixel is background)')
-        if self.bg_thresh is not None and not has_bg:
-            raise ValueError(
-                f'bg_thresh={self.bg_thresh} is set but the dataset has no '
-                f'{self.background_class!r} class: remove bg_thresh')
-        if has_bg:
-            if classes[0] != self.background_class:
+                f'the background class must be the first class, found '
+                f'at {classes.index(background)}')
+        if self.bg_thresh is not None:
+            if not has_bg:
                 raise ValueError(
-                    f'the background class must be the first class, found '
-                    f'at {classes.index(self.background_class)}')
+                    f'bg_thresh={self.bg_thresh} is set but the dataset has '
+                    f'no {background!r} class: remove bg_thresh')
             classes = classes[1:]
-        # The loader's comparison gives the difference by name and order.
-        load_text_embeddings(self.text_embeddings_file, classes)
+        elif has_bg and background not in self.class_names:
+            raise ValueError(
+                f'the dataset has a {background!r} class but '
+                f'{self.text_embeddings_file} has no such class and '
+                'ZeroShotSegmentor has no bg_thresh: dump the embeddings '
+                'from a class-name file whose first line is the background '
+                "(SCLIP's text background) or set bg_thresh (a constant "
+                'background channel)')
+        te.check_same_classes(self.class_names, classes,
+                              self.text_embeddings_file)
 
     def extract_feat(self, inputs: Tensor) -> Tensor:
         """``(B, D, h, w)`` unit-norm patch features in the text space."""
@@ -182,25 +358,51 @@ class ZeroShotSegmentor(BaseSegmentor):
 
     def encode_decode(self, inputs: Tensor,
                       batch_img_metas: List[dict]) -> Tensor:
-        """Scaled cosine logits ``(B, C, H, W)`` at the window's size."""
-        feats = self.extract_feat(inputs)
-        logits = torch.einsum('bdhw,cd->bchw', feats,
-                              self.text_embeddings.to(feats.dtype))
-        logits = F.interpolate(
-            logits * self.logit_scale,
+        """Query cosines ``(B, Q, H, W)`` at the window's size (unscaled,
+        as SCLIP averages and resizes them)."""
+        cosines = self.decode_head(self.extract_feat(inputs))
+        return F.interpolate(
+            cosines,
             size=inputs.shape[2:],
             mode='bilinear',
             align_corners=self.align_corners)
-        return logits
 
-    def with_background(self, seg_logits: Tensor) -> Tensor:
-        """Object logits -> ``[bg_thresh, softmax probabilities]``; the
-        logits unchanged without a background threshold."""
-        if self.bg_thresh is None:
-            return seg_logits
-        probs = seg_logits.softmax(dim=1)
-        background = probs.new_full(probs[:, :1].shape, self.bg_thresh)
-        return torch.cat([background, probs], dim=1)
+    def postprocess_result(self,
+                           seg_logits: Tensor,
+                           data_samples: OptSampleList = None) -> list:
+        """The query cosines un-padded, un-flipped and resized to the
+        original image (the steps of mmseg's ``postprocess_result``), then
+        class probabilities (``seg_logits``) and labels
+        (``pred_sem_seg``)."""
+        if data_samples is None:
+            data_samples = [SegDataSample() for _ in range(len(seg_logits))]
+            metas = [None] * len(seg_logits)
+        else:
+            metas = [s.metainfo for s in data_samples]
+        height, width = seg_logits.shape[2:]
+        for sample, meta, cosines in zip(data_samples, metas, seg_logits):
+            if meta is not None:
+                left, right, top, bottom = meta.get(
+                    'img_padding_size', meta.get('padding_size', [0] * 4))
+                cosines = cosines[None, :, top:height - bottom,
+                                  left:width - right]
+                if meta.get('flip'):
+                    dims = (3, ) if meta.get(
+                        'flip_direction') == 'horizontal' else (2, )
+                    cosines = cosines.flip(dims=dims)
+                cosines = resize(
+                    cosines,
+                    size=meta['ori_shape'],
+                    mode='bilinear',
+                    align_corners=self.align_corners,
+                    warning=False)[0]
+            probs = self.decode_head.class_probs(cosines)
+            sample.set_data(
+                dict(
+                    seg_logits=PixelData(data=probs),
+                    pred_sem_seg=PixelData(
+                        data=self.decode_head.labels(probs))))
+        return data_samples
 
     @torch.no_grad()
     def predict(self,
@@ -217,14 +419,13 @@ class ZeroShotSegmentor(BaseSegmentor):
                     pad_shape=inputs.shape[2:],
                     padding_size=[0, 0, 0, 0])
             ] * inputs.shape[0]
-        seg_logits = self.with_background(
-            self.inference(inputs, batch_img_metas))
+        seg_logits = self.inference(inputs, batch_img_metas)
         return self.postprocess_result(seg_logits, data_samples)
 
     def _forward(self,
                  inputs: Tensor,
                  data_samples: OptSampleList = None) -> Tensor:
-        """Per-window logits of the whole input (``mode='tensor'``)."""
+        """Query cosines of the whole input (``mode='tensor'``)."""
         return self.encode_decode(inputs, [])
 
     def loss(self, inputs: Tensor, data_samples: OptSampleList) -> dict:

@@ -9,6 +9,11 @@
   embeddings come from the dump tool, the image tower is converted with
   ``convert_clip``, and the segmentor's patch logits equal open_clip's own
   projected patch tokens against ``encode_text``.
+* Several names per class, SCLIP's text background and ``prob_thd``, and
+  the constant background option against the rules spelled out by hand;
+  the build-time checks (class-name file, prompt recipe, CLIP).
+  ``test_zero_shot_sclip_parity.py`` compares the shipped configs with a
+  transcription of SCLIP's evaluator.
 """
 import importlib.util
 import json
@@ -23,7 +28,7 @@ from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
 
 import mmlocat  # noqa: F401
-from mmlocat.datasets.text_embeddings import save_text_embeddings
+from mmlocat.datasets.text_embeddings import query_map, save_text_embeddings
 from mmlocat.testing import generate
 from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
 
@@ -200,16 +205,195 @@ def test_slide_inference_matches_whole(tmp_path):
     ref = whole.inference(x, metas)
     out = slide.inference(x, [dict(m) for m in metas])
     assert out.shape == (2, 3, 36, 44)
-    torch.testing.assert_close(out, ref, atol=1e-4, rtol=0)
-    # Whole-image logits are the scaled cosines, by hand.
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+    # Whole-image outputs are the query cosines (unscaled), by hand.
     feats = F.normalize(
         torch.einsum(
             'bchw,cd->bhwd', x,
             torch.randn(3, EMBED, generator=torch.Generator().manual_seed(3)))
         @ whole.backbone.proj.detach(),
         dim=-1)
-    by_hand = 100 * torch.einsum('bhwd,cd->bchw', feats, whole.text_embeddings)
-    torch.testing.assert_close(ref, by_hand, atol=1e-4, rtol=0)
+    by_hand = torch.einsum('bhwd,cd->bchw', feats, whole.text_embeddings)
+    torch.testing.assert_close(ref, by_hand, atol=1e-5, rtol=0)
+
+
+def _write_queries(path, lines, rows, text_model=None, classes=None):
+    """An embedding file of query names (several per class)."""
+    queries, query_class = query_map(lines)
+    save_text_embeddings(
+        str(path),
+        np.asarray(rows, np.float32),
+        queries,
+        text_model=text_model,
+        query_class=query_class,
+        classes=classes or [names[0] for names in lines])
+    return str(path)
+
+
+def _class_probs_by_hand(cosines, query_class, num_classes, scale):
+    """SCLIP's rule spelled out: softmax over all queries, then each
+    class's largest query probability (a loop, not a scatter)."""
+    probs = (scale * cosines).softmax(dim=1)
+    return torch.stack([
+        probs[:, [q for q, k in enumerate(query_class) if k == c]].amax(1)
+        for c in range(num_classes)
+    ], 1)
+
+
+def test_synonyms_merge_after_softmax_at_the_image_size(tmp_path):
+    """Several names per class: the cosines are resized to the original
+    image first, then scaled, softmaxed over all names and max-merged."""
+    lines = [['a', 'a2'], ['b'], ['c', 'c2', 'c3']]
+    path = _write_queries(tmp_path / 'q.npy', lines, _orthonormal(6, OUT))
+    model = _build(text_embeddings=path, logit_scale=40.)
+    assert model.num_classes == 3 and model.out_channels == 6
+    assert model.class_names == ['a', 'b', 'c']
+    assert model.query_names == ['a', 'a2', 'b', 'c', 'c2', 'c3']
+    _pointwise_hook(model)
+    x = torch.randn(1, 3, 12, 16, generator=torch.Generator().manual_seed(8))
+    from mmseg.structures import SegDataSample
+    sample = SegDataSample(
+        metainfo=dict(
+            ori_shape=(30, 37), img_shape=(12, 16), padding_size=[0] * 4))
+    out, = model.predict(x, [sample])
+    cosines = F.interpolate(
+        model.inference(x, [sample.metainfo]), (30, 37), mode='bilinear')
+    want = _class_probs_by_hand(cosines, [0, 0, 1, 2, 2, 2], 3, 40.)[0]
+    torch.testing.assert_close(out.seg_logits.data, want)
+    assert torch.equal(out.pred_sem_seg.data[0], want.argmax(0))
+    assert len(out.pred_sem_seg.data.unique()) > 1
+    # merging before the softmax would be another rule
+    per_class_first = (40. * cosines[:, [0, 2, 3]]).softmax(1)[0]
+    assert not torch.allclose(per_class_first, want, atol=1e-3)
+
+
+def test_text_background_and_prob_thd(tmp_path):
+    """COCO-Object as SCLIP: background is class 0 with its own names;
+    pixels whose best class probability is below prob_thd become 0."""
+    lines = [['sky', 'wall'], ['cat'], ['dog', 'puppy']]
+    classes = ['background', 'cat', 'dog']
+    path = _write_queries(
+        tmp_path / 'bg.npy', lines, _orthonormal(5, OUT), classes=classes)
+    model = _build(
+        text_embeddings=path, logit_scale=3., prob_thd=0.45, classes=classes)
+    assert model.num_classes == 3 and model.output_classes == classes
+    _pointwise_hook(model)
+    x = torch.randn(1, 3, 20, 24, generator=torch.Generator().manual_seed(9))
+    out, = model.predict(x)
+    cosines = model.inference(x, [dict(ori_shape=(20, 24))])
+    probs = _class_probs_by_hand(cosines, [0, 0, 1, 2, 2], 3, 3.)[0]
+    labels = probs.argmax(0)
+    low = probs.amax(0) < 0.45
+    assert low.any() and (~low).any() and (labels[low] != 0).any()
+    labels[low] = 0
+    assert torch.equal(out.pred_sem_seg.data[0], labels)
+    # the dataset's background is the file's first class: no bg_thresh
+    model.check_classes(classes)
+    with pytest.raises(ValueError, match='different order'):
+        model.check_classes(['background', 'dog', 'cat'])
+
+
+def test_constant_background_channel_option(tmp_path):
+    """mmlocat's earlier rule: [bg_thresh, class probabilities]."""
+    path = _write_embeddings(tmp_path / 'e.npy', ['a', 'b'],
+                             _orthonormal(2, OUT))
+    model = _build(text_embeddings=path, bg_thresh=0.6, logit_scale=5.)
+    assert model.output_classes == ['background', 'a', 'b']
+    assert model.num_classes == 3
+    _pointwise_hook(model)
+    x = torch.randn(1, 3, 10, 10, generator=torch.Generator().manual_seed(2))
+    out, = model.predict(x)
+    probs = (5. * model.inference(x, [dict(ori_shape=(10, 10))])).softmax(1)
+    want = torch.cat([torch.full_like(probs[:, :1], 0.6), probs], 1)[0]
+    torch.testing.assert_close(out.seg_logits.data, want)
+    assert torch.equal(out.pred_sem_seg.data[0], want.argmax(0))
+
+
+def test_class_name_file_is_checked(tmp_path):
+    names_file = tmp_path / 'names.txt'
+    names_file.write_text('a, a2\nb\nc, c2, c3')  # no final newline
+    lines = [['a', 'a2'], ['b'], ['c', 'c2', 'c3']]
+    path = _write_queries(tmp_path / 'q.npy', lines, _orthonormal(6, OUT))
+    model = _build(text_embeddings=path, class_name_file=str(names_file))
+    assert model.query_names == ['a', 'a2', 'b', 'c', 'c2', 'c3']
+    stale = tmp_path / 'stale.txt'
+    stale.write_text('a, a2\nb, b2\nc, c2, c3\n')
+    with pytest.raises(
+            ValueError,
+            match=r"class 1 \('b'\) has \['b'\].*"
+            r"\['b', 'b2'\] at line 2 of"):
+        _build(text_embeddings=path, class_name_file=str(stale))
+    short = tmp_path / 'short.txt'
+    short.write_text('a, a2\nb\n')
+    with pytest.raises(ValueError, match='2 lines .* but .* 3 classes'):
+        _build(text_embeddings=path, class_name_file=str(short))
+    # one row per class (no row-to-class map) for a file with synonyms
+    plain = _write_embeddings(tmp_path / 'plain.npy', ['a', 'b', 'c'],
+                              _orthonormal(3, OUT))
+    with pytest.raises(ValueError, match='no row-to-class map'):
+        _build(text_embeddings=plain, class_name_file=str(names_file))
+    with pytest.raises(FileNotFoundError, match='missing.txt'):
+        _build(
+            text_embeddings=path,
+            class_name_file=str(tmp_path / 'missing.txt'))
+
+
+def test_prompt_recipe_and_clip_are_checked(tmp_path):
+    from mmlocat.utils.checkpoint_io import save_checkpoint
+    record = dict(
+        name='ViT-B-16',
+        sha256='1' * 64,
+        templates='fvit',
+        prompt_style='fvit')
+    path = _write_queries(
+        tmp_path / 'q.npy', [['a'], ['b']],
+        _orthonormal(2, OUT),
+        text_model=record)
+    with pytest.raises(
+            ValueError,
+            match="templates 'fvit' but "
+            "ZeroShotSegmentor names 'imagenet80'"):
+        _build(text_embeddings=path)
+    with pytest.raises(
+            ValueError,
+            match="prompt_style 'fvit' but "
+            "ZeroShotSegmentor names 'plain'"):
+        _build(text_embeddings=path, templates='fvit')
+    _build(text_embeddings=path, templates=None, prompt_style=None)
+    # the tower checkpoint records another CLIP
+    ckpt = str(tmp_path / 'tower.pth')
+    tower = _build(text_embeddings=path, templates=None, prompt_style=None)
+    save_checkpoint(
+        {
+            'backbone.' + k: v
+            for k, v in tower.backbone.state_dict().items()
+        },
+        ckpt,
+        meta=dict(clip=dict(name='ViT-L-14', sha256='2' * 64)))
+    backbone = _tower(
+        init_cfg=dict(type='Pretrained', checkpoint=ckpt, prefix='backbone.'))
+    with pytest.raises(
+            ValueError,
+            match="CLIP name 'ViT-B-16' but the "
+            'backbone checkpoint .*tower.pth'):
+        _build(
+            text_embeddings=path,
+            templates='fvit',
+            prompt_style='fvit',
+            backbone=backbone)
+    _build(
+        text_embeddings=path,
+        templates='fvit',
+        prompt_style='fvit',
+        backbone=backbone,
+        check_clip=False)
+    # mmseg's pretrained= keyword names the same checkpoint
+    with pytest.raises(ValueError, match="CLIP name 'ViT-B-16'"):
+        _build(
+            text_embeddings=path,
+            templates='fvit',
+            prompt_style='fvit',
+            pretrained=ckpt)
 
 
 def test_features_last_and_value_tap(tmp_path):
@@ -319,10 +503,26 @@ def test_bad_inputs(tmp_path):
         model.check_classes(swapped)
     with pytest.raises(ValueError, match='lists 20 classes, the dataset 19'):
         model.check_classes(names[:-1])
-    with pytest.raises(ValueError, match='no bg_thresh'):
+    with pytest.raises(ValueError, match='no such class and .*no bg_thresh'):
         model.check_classes(['background'] + names)
     with pytest.raises(ValueError, match='no bg_thresh'):
         _build(text_embeddings=path, classes=['background'] + names)
+    with pytest.raises(ValueError, match='sends pixels to class 0'):
+        _build(text_embeddings=path, prob_thd=0.1)
+    with pytest.raises(ValueError, match='exclude each other'):
+        _build(text_embeddings=path, prob_thd=0.1, bg_thresh=0.5)
+    with pytest.raises(ValueError, match='prob_thd is a probability'):
+        _build(text_embeddings=path, prob_thd=1.)
+    with pytest.raises(ValueError, match='training-free: train_cfg'):
+        _build(text_embeddings=path, train_cfg=dict(type='IterBasedTrainLoop'))
+    text_bg = _write_queries(
+        tmp_path / 'tb.npy', [['sky'], ['cat']],
+        _orthonormal(2, OUT),
+        classes=['background', 'cat'])
+    with pytest.raises(
+            ValueError, match="has a 'background' class but "
+            'bg_thresh is set'):
+        _build(text_embeddings=text_bg, bg_thresh=0.5)
     with pytest.raises(ValueError, match='no .background. class'):
         _build(text_embeddings=path, bg_thresh=0.5, classes=names)
     with pytest.raises(ValueError, match='must be the first'):
@@ -344,7 +544,7 @@ def test_bad_inputs(tmp_path):
         _build(text_embeddings=wrong_dims)
     with_bg = _write_embeddings(tmp_path / 'bg.npy', ['a', 'background'],
                                 _orthonormal(2, OUT))
-    with pytest.raises(ValueError, match="'background' row"):
+    with pytest.raises(ValueError, match="'background' row last"):
         _build(text_embeddings=with_bg)
     with pytest.raises(ValueError, match='feature_tap'):
         _build(text_embeddings=path, feature_tap='qkv')

@@ -1,0 +1,9 @@
+# Zero-shot seg., MetaCLIP ViT-L/14 (fullcc 2.5B) with LaSt weights,
+# Cityscapes: the baseline config with the LaSt checkpoint and the embeddings
+# of its text tower (configs/last/README.md).
+_base_ = './zeroshot_metaclip-l14_cityscapes.py'
+model = dict(
+    backbone=dict(
+        init_cfg=dict(
+            checkpoint='checkpoints/last-metaclip-l14-fullcc_mmlocat.pth')),
+    text_embeddings='data/embeddings/cityscapes_last-metaclip-l14.npy')

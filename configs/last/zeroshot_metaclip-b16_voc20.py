@@ -1,0 +1,6 @@
+# Zero-shot segmentation (Tab. 4 baseline), frozen MetaCLIP ViT-B/16 (fullcc
+# 2.5B), VOC20. Protocol: configs/last/README.md.
+_base_ = ['./_base_/zeroshot_metaclip-b16.py', './_base_/zeroshot_voc20.py']
+model = dict(
+    text_embeddings='data/embeddings/voc20_metaclip-b16.npy',
+    **_base_.zero_shot_dataset)

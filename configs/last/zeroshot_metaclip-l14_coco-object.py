@@ -1,0 +1,8 @@
+# Zero-shot segmentation (Tab. 4 baseline), frozen MetaCLIP ViT-L/14 (fullcc
+# 2.5B), COCO-Object. Protocol: configs/last/README.md.
+_base_ = [
+    './_base_/zeroshot_metaclip-l14.py', './_base_/zeroshot_coco-object.py'
+]
+model = dict(
+    text_embeddings='data/embeddings/coco-object_metaclip-l14.npy',
+    **_base_.zero_shot_dataset)

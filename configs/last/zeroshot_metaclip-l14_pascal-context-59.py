@@ -1,0 +1,9 @@
+# Zero-shot segmentation (Tab. 4 baseline), frozen MetaCLIP ViT-L/14 (fullcc
+# 2.5B), PASCAL Context-59. Protocol: configs/last/README.md.
+_base_ = [
+    './_base_/zeroshot_metaclip-l14.py',
+    './_base_/zeroshot_pascal-context-59.py'
+]
+model = dict(
+    text_embeddings='data/embeddings/pascal-context-59_metaclip-l14.npy',
+    **_base_.zero_shot_dataset)
