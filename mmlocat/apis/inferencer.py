@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.logging import MMLogger, print_log
+from mmengine.registry import DefaultScope
 from mmengine.structures import PixelData
 
 from mmlocat.datasets.text_embeddings import BACKGROUND, load_query_embeddings
@@ -206,7 +207,10 @@ class TaskHandler:
             # built without weights on purpose: they are loaded below
             warnings.filterwarnings(
                 'ignore', message='(Checkpoint is not loaded|weights is None)')
-            self.host = self.build_host(cfg, device)
+            # the host's registries, whatever scope an earlier build left
+            # (mmpretrain's inferencer builds its pipeline in the current one)
+            with DefaultScope.overwrite_default_scope(self.scope):
+                self.host = self.build_host(cfg, device)
         self.model = self.host.model
         check_checkpoint_covers(
             self.model,

@@ -20,7 +20,9 @@ from mmlocat.testing import generate
 from mmlocat.testing.faults import plant, set_exif_orientation, set_label_value
 from mmlocat.testing.seg_writers import ade20k_file
 
-CAPTION_CONFIG = 'configs/last/clip_last-b16_8xb64_coco-caption.py'
+# the COCO Captions option of the LaSt-CLIP recipe (the default is CC3M)
+CAPTION_CONFIG = ('configs/last/'
+                  'clip_last-b16_8xb64_coco-caption-no-lvis-val.py')
 
 
 def names(report, kind):
@@ -185,6 +187,8 @@ def test_captions_long_caption_is_a_note(tmp_path, repo_root):
     cfg.merge_from_dict({
         'train_dataloader.dataset.data_root':
         paths['data_root'],
+        'train_dataloader.dataset.exclude_ids':
+        None,
         'train_dataloader.num_workers':
         0
     })
