@@ -13,4 +13,5 @@ model = dict(
         model_name='EVA02-B-16',
         weights='checkpoints/open_clip_EVA02-B-16.bin'))
 test_evaluator = dict(
-    embeddings='data/imagenet/embeddings/imagenet_eva02-clip-b16.npy')
+    embeddings='data/imagenet/embeddings/imagenet_eva02-clip-b16.npy',
+    clip_checkpoint='checkpoints/eva02-clip-b16_mmlocat.pth')

@@ -25,4 +25,5 @@ train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
 val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
 test_dataloader = dict(dataset=dict(pipeline=zero_shot_pipeline))
 test_evaluator = dict(
-    embeddings='data/imagenet/embeddings/imagenet_eva02-clip-l14-336.npy')
+    embeddings='data/imagenet/embeddings/imagenet_eva02-clip-l14-336.npy',
+    clip_checkpoint='checkpoints/eva02-clip-l14-336_mmlocat.pth')

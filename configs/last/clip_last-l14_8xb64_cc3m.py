@@ -12,4 +12,5 @@ model = dict(
     text_encoder=dict(
         model_name='ViT-L-14-quickgelu', weights='checkpoints/ViT-L-14.pt'))
 test_evaluator = dict(
-    embeddings='data/imagenet/embeddings/imagenet_clip-vit-l14.npy')
+    embeddings='data/imagenet/embeddings/imagenet_clip-vit-l14.npy',
+    clip_checkpoint='checkpoints/clip-vit-l14_mmlocat.pth')

@@ -67,6 +67,10 @@ def test_recipe_and_cls_twin(repo_root, name):
     assert cfg.test_dataloader.dataset.pipeline[2].crop_size == size
     # ImageNet zero-shot: open_clip's class names
     assert cfg.test_evaluator.class_names == 'imagenet_open_clip'
+    # ... with the recipe and the CLIP of its embeddings checked at build
+    assert (cfg.test_evaluator.templates,
+            cfg.test_evaluator.prompt_style) == ('imagenet80', 'plain')
+    assert cfg.test_evaluator.clip_checkpoint == enc.init_cfg.checkpoint
     twin = _cfg(repo_root, name.replace('clip_last-', 'clip_cls-'))
     assert twin.model.image_encoder.pooling == 'cls'
     twin.model.image_encoder.pooling = 'lazy_strike'

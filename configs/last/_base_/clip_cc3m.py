@@ -139,6 +139,11 @@ test_evaluator = dict(
     type='mmlocat.ZeroShotAccuracy',
     embeddings='data/imagenet/embeddings/imagenet_clip-vit-b16.npy',
     class_names='imagenet_open_clip',
+    # the embeddings' recipe and CLIP, checked at build: the 80 OpenAI
+    # templates, plain prompts, the text tower of the image init's CLIP
+    templates='imagenet80',
+    prompt_style='plain',
+    clip_checkpoint='checkpoints/clip-vit-b16_mmlocat.pth',
     topk=(1, 5))
 
 optim_wrapper = dict(
