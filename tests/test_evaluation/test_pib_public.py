@@ -214,7 +214,7 @@ def test_lastvit_scores_against_the_cls_output_when_asked():
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         out = model.forward_with_scores(x)
-        (tokens, ), _ = model._encode(x, [0])
+        (tokens, ), _ = model.forward_intermediates(x, [0])
     ref = F.cosine_similarity(tokens[:, 1:], tokens[:, :1], dim=-1)
     torch.testing.assert_close(out['patch_score'].flatten(1), ref)
     # The global token is still LazyStrike's (the classification output).

@@ -158,8 +158,6 @@ class LocAtViT(TokenLoopViT):
             parameters (``attn.gaug.*``) when the checkpoint has none (a
             plain ViT: GAug starts fresh). Converted checkpoints need
             ``prefix='backbone.'``.
-        gaug_clamp, gaug_impl, gaug_precision, gaug_fast: Deprecated
-            aliases of the ``gaug_cfg`` keys (a ``DeprecationWarning``).
 
     Every argument of mmpretrain's ``VisionTransformer`` is accepted with
     its meaning; GAug, PRR, ``pooling``, registers, ``use_pos_embed`` and
@@ -201,18 +199,9 @@ class LocAtViT(TokenLoopViT):
                  pre_norm: bool = False,
                  with_cp: bool = False,
                  pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, list]] = None,
-                 gaug_clamp: Optional[bool] = None,
-                 gaug_impl: Optional[str] = None,
-                 gaug_precision: Optional[str] = None,
-                 gaug_fast: Optional[bool] = None) -> None:
+                 init_cfg: Optional[Union[dict, list]] = None) -> None:
         refuse_archs(arch, REFUSED_ARCHS, type(self).__name__)
-        gaug_cfg = build_gaug_cfg(
-            gaug_cfg,
-            gaug_clamp=gaug_clamp,
-            gaug_impl=gaug_impl,
-            gaug_precision=gaug_precision,
-            gaug_fast=gaug_fast)
+        gaug_cfg = build_gaug_cfg(gaug_cfg)
         if pooling is None:
             pooling = 'gap' if with_cls_token is False else 'cls'
         elif final_norm is None:

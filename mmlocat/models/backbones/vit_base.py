@@ -152,11 +152,6 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
                 kept.append(tokens)
         return kept, hw
 
-    def _encode(self, x: Tensor,
-                indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
-        """The old name of :meth:`forward_intermediates`."""
-        return self.forward_intermediates(x, indices)
-
     def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
         """The host's output formats; a ``featmap`` is made contiguous.
 

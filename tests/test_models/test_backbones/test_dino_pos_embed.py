@@ -79,7 +79,7 @@ def test_lastvit_dino_resampling_matches_dino(dino, hw):
     with torch.no_grad():
         ref_pos = dino_reference_pos(dino.pos_embed, *hw)
         ref = timm_tokens(dino, x, ref_pos)
-        (tokens, ), grid = ours._encode(x, [1])
+        (tokens, ), grid = ours.forward_intermediates(x, [1])
     assert tuple(grid) == (hw[0] // 16, hw[1] // 16)
     torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
     # The host's size-based resampling is measurably different (this is
@@ -87,7 +87,7 @@ def test_lastvit_dino_resampling_matches_dino(dino, hw):
     host = ours.pos_embed_resample
     ours.pos_embed_resample = 'host'
     with torch.no_grad():
-        (host_tokens, ), _ = ours._encode(x, [1])
+        (host_tokens, ), _ = ours.forward_intermediates(x, [1])
     ours.pos_embed_resample = host
     assert (host_tokens - ref).abs().max() > 1e-3
     timm_pos = timm.layers.resample_abs_pos_embed(
@@ -117,7 +117,7 @@ def test_corner_padding_is_lost_zero_padding(dino):
             stride=16)
         ref = timm_tokens(dino, padded,
                           dino_reference_pos(dino.pos_embed, 384, 512))
-        (tokens, ), hw = ours._encode(x, [1])
+        (tokens, ), hw = ours.forward_intermediates(x, [1])
     assert tuple(grid) == tuple(hw) == (24, 32)
     assert torch.equal(patches, ref_patches.flatten(2).transpose(1, 2))
     torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
@@ -133,7 +133,7 @@ def test_unpadded_patch_embed_crops_as_dino_visualisation(dino):
     with torch.no_grad():
         ref = timm_tokens(dino, crop,
                           dino_reference_pos(dino.pos_embed, 320, 480))
-        (tokens, ), grid = ours._encode(x, [1])
+        (tokens, ), grid = ours.forward_intermediates(x, [1])
     assert tuple(grid) == (20, 30)
     torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
 

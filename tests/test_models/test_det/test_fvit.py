@@ -142,7 +142,7 @@ def test_last_tap_is_the_value_path_without_final_norm(emb, training):
     x = torch.randn(2, 3, 64, 64)
     feats, _ = model.run_backbone(x)
     with torch.no_grad():
-        (before_last, ), hw = backbone._encode(x, [2])
+        (before_last, ), hw = backbone.forward_intermediates(x, [2])
         ref = _value_path_by_hand(backbone.layers[-1], before_last, 32)
     ref = ref[:, 1:].transpose(1, 2).reshape(2, 32, *hw)
     torch.testing.assert_close(feats[-1], ref, atol=1e-5, rtol=1e-5)
