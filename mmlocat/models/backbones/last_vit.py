@@ -17,7 +17,7 @@ from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
 from .vit_archs import VIT_ARCHS
 from .vit_base import TokenLoopViT
-from .vit_checks import check_arch_args, finite_checks_on
+from .vit_checks import check_arch_args
 from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
@@ -81,10 +81,6 @@ class LaStViT(TokenLoopViT):
     POOLINGS = ('lazy_strike', 'cls')
     SCORE_QUERIES = ('global', 'cls')
     POS_EMBED_RESAMPLES = ('host', 'dino')
-    #: NaN / inf check of the input batch, LazyStrike and patch score (one
-    #: host sync): None follows eval mode; a bool forces it (see
-    #: ``vit_checks.finite_checks_on``).
-    check_finite: Optional[bool] = None
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -160,25 +156,31 @@ class LaStViT(TokenLoopViT):
                                            self.num_extra_tokens)
         return super()._pos_embed_for(hw)
 
-    def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
+    def _format_output(self,
+                       x: Tensor,
+                       hw: tuple,
+                       check_finite: bool = False) -> Tensor:
         if self.out_type == 'cls_token':
-            return self.embed_global(self.global_token(x))
+            return self.embed_global(self.global_token(x, check_finite))
         return super()._format_output(x, hw)
 
-    def global_token(self, tokens: Tensor) -> Tensor:
+    def global_token(self, tokens: Tensor, check_finite: bool) -> Tensor:
         """The ``(B, C)`` global token of a ``(B, L, C)`` token sequence."""
         if self.pooling == 'cls':
             return tokens[:, 0]
         return self.lazy_strike(
             tokens[:, self.num_extra_tokens:],
-            check_finite=finite_checks_on(self)).pooled
+            check_finite=check_finite).pooled
 
     def embed_global(self, token: Tensor) -> Tensor:
         """Map the global token to the output space (identity here; CLIP
         projects it)."""
         return token
 
-    def forward_with_scores(self, x: Tensor) -> Dict[str, Tensor]:
+    def forward_with_scores(
+            self,
+            x: Tensor,
+            check_finite: Optional[bool] = None) -> Dict[str, Tensor]:
         """Global token, patch scores and LazyStrike votes, for analysis.
 
         Args:
@@ -193,9 +195,10 @@ class LaStViT(TokenLoopViT):
             computed also for ``pooling='cls'`` to compare) and ``featmap``
             ``(B, C, h, w)`` (final-norm patch tokens).
         """
-        (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1])
+        check = self.checks_finite(check_finite)
+        (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1],
+                                                    check)
         patches = tokens[:, self.num_extra_tokens:]
-        check = finite_checks_on(self)
         result = self.lazy_strike(patches, check_finite=check)
         pooled = tokens[:, 0] if self.pooling == 'cls' else result.pooled
         query = tokens[:, 0] if self.score_query == 'cls' else pooled

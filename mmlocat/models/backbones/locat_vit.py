@@ -166,9 +166,6 @@ class LocAtViT(TokenLoopViT):
     arch_zoo = {k: v for k, v in VIT_ARCHS.items() if k not in REFUSED_ARCHS}
     POOLINGS = ('cls', 'gap')
     NEW_KEY_GROUPS = ('attn.gaug.', )
-    #: NaN / inf check of the input batch (one host sync): None follows
-    #: eval mode; a bool forces it (see ``vit_checks.finite_checks_on``).
-    check_finite: Optional[bool] = None
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -370,7 +367,10 @@ class LocAtViT(TokenLoopViT):
         """GAug's blocks receive the patch grid."""
         return (hw, )
 
-    def _format_output(self, x: torch.Tensor, hw: tuple) -> torch.Tensor:
+    def _format_output(self,
+                       x: torch.Tensor,
+                       hw: tuple,
+                       check_finite: bool = False) -> torch.Tensor:
         if self.out_type in ('raw', 'featmap'):
             return super()._format_output(x, hw)
         # Pooled (classification) outputs see the tokens after PRR.

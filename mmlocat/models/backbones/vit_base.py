@@ -22,7 +22,7 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   :mod:`.vit_checks`.
 """
 import copy
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -32,8 +32,8 @@ from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .vit_checks import (StrictPretrainedMixin, check_input_batch,
-                         finite_checks_on)
+from ..layers.finite import finite_checks_on
+from .vit_checks import StrictPretrainedMixin, check_input_batch
 
 __all__ = ['TokenLoopViT']
 
@@ -104,14 +104,17 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
             return checkpoint(layer, tokens, *args, use_reentrant=False)
         return layer(tokens, *args)
 
-    def embed_tokens(self, x: Tensor) -> Tuple[Tensor, Tuple[int, int]]:
+    def embed_tokens(
+            self,
+            x: Tensor,
+            check_finite: bool = False) -> Tuple[Tensor, Tuple[int, int]]:
         """Images ``(B, C, H, W)`` -> the blocks' input tokens and grid.
 
-        Checks the batch, embeds the patches, prepends the prefix tokens,
-        adds the position embedding (if any) and applies the dropout and
-        the pre-norm.
+        Checks the batch (its values only with ``check_finite``), embeds the
+        patches, prepends the prefix tokens, adds the position embedding
+        (if any) and applies the dropout and the pre-norm.
         """
-        check_input_batch(x, finite_checks_on(self), type(self).__name__)
+        check_input_batch(x, check_finite, type(self).__name__)
         batch = x.shape[0]
         x, hw = self.patch_embed(x)
         hw = tuple(hw)
@@ -122,9 +125,17 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
             x = x + self._pos_embed_for(hw)
         return self.pre_norm(self.drop_after_pos(x)), hw
 
+    def checks_finite(self, check_finite: Optional[bool]) -> bool:
+        """The caller's ``check_finite``, or this backbone's mode decides
+        (:func:`~mmlocat.models.layers.finite.finite_checks_on`)."""
+        return finite_checks_on(check_finite, self.training)
+
     def forward_intermediates(
-            self, x: Tensor,
-            indices: Sequence[int]) -> Tuple[List[Tensor], Tuple[int, int]]:
+        self,
+        x: Tensor,
+        indices: Sequence[int],
+        check_finite: Optional[bool] = None
+    ) -> Tuple[List[Tensor], Tuple[int, int]]:
         """Run the blocks and keep the tokens after those in ``indices``.
 
         Blocks after the last kept one are not run. The final norm (if
@@ -133,12 +144,14 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         Args:
             x: Images ``(B, C, H, W)``.
             indices: Non-negative block indices, increasing.
+            check_finite: Check the batch for NaN / inf; ``None`` decides by
+                the mode (:meth:`checks_finite`).
 
         Returns:
             The kept ``(B, L, C)`` token sequences (in block order) and the
             patch grid ``(h, w)``.
         """
-        tokens, hw = self.embed_tokens(x)
+        tokens, hw = self.embed_tokens(x, self.checks_finite(check_finite))
         args = self.layer_args(hw, tokens)
         wanted = set(indices)
         stop = max(wanted, default=-1)
@@ -152,7 +165,10 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
                 kept.append(tokens)
         return kept, hw
 
-    def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
+    def _format_output(self,
+                       x: Tensor,
+                       hw: tuple,
+                       check_finite: bool = False) -> Tensor:
         """The host's output formats; a ``featmap`` is made contiguous.
 
         mmpretrain's ``featmap`` is a permuted view of the tokens (NHWC
@@ -164,7 +180,16 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         out = super()._format_output(x, hw)
         return out.contiguous() if out.dim() == 4 else out
 
-    def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
-        """One output per ``out_indices`` entry, as the host."""
-        tokens, hw = self.forward_intermediates(x, self.out_indices)
-        return tuple(self._format_output(t, hw) for t in tokens)
+    def forward(self,
+                x: Tensor,
+                check_finite: Optional[bool] = None) -> Tuple[Tensor, ...]:
+        """One output per ``out_indices`` entry, as the host.
+
+        Args:
+            x: Images ``(B, C, H, W)``.
+            check_finite: Check the batch (and the pooling) for NaN / inf;
+                ``None`` decides by the mode (:meth:`checks_finite`).
+        """
+        check = self.checks_finite(check_finite)
+        tokens, hw = self.forward_intermediates(x, self.out_indices, check)
+        return tuple(self._format_output(t, hw, check) for t in tokens)

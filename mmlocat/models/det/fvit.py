@@ -22,6 +22,7 @@ from mmlocat.datasets.text_embeddings import read_text_model
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_checkpoint_clip
+from ..layers.finite import finite_checks_on
 from .fvit_roi_head import FViTRoIHead
 
 __all__ = ['FViT']
@@ -105,7 +106,6 @@ class FViT(TwoStageDetector):
             init_cfg=init_cfg)
         self.backbone.requires_grad_(False)
         self.backbone.eval()
-        self._set_backbone_checks()
         self.vlm_fusion = vlm_fusion
         self.value_path_tap = (
             last_tap == 'value_path'
@@ -187,13 +187,7 @@ class FViT(TwoStageDetector):
         """Set the mode; the frozen backbone always stays in eval mode."""
         super().train(mode)
         self.backbone.eval()
-        self._set_backbone_checks()
         return self
-
-    def _set_backbone_checks(self) -> None:
-        """The non-finite policy follows the detector, not the (always
-        eval) backbone: no check, hence no host sync, while training."""
-        self.backbone.check_finite = False if self.training else None
 
     def run_backbone(self,
                      batch_inputs: Tensor,
@@ -206,12 +200,18 @@ class FViT(TwoStageDetector):
         contiguous NCHW memory (open-mmlab/mmcv#2203): RoI features of
         strided maps would be taken from the wrong places.
         """
+        # The non-finite policy follows the detector, not the (always eval)
+        # backbone: no check, hence no host sync, while training.
+        # (mmlocat's ViTs take it; other backbones check nothing).
+        kwargs = dict(
+            check_finite=finite_checks_on(None, self.training)) if hasattr(
+                self.backbone, 'checks_finite') else {}
         with torch.no_grad():
             if dense or self.value_path_tap:
                 feats, vlm_map = self.backbone.forward_dense(
-                    batch_inputs, value_path_tap=self.value_path_tap)
+                    batch_inputs, value_path_tap=self.value_path_tap, **kwargs)
             else:
-                feats, vlm_map = self.backbone(batch_inputs), None
+                feats, vlm_map = self.backbone(batch_inputs, **kwargs), None
         feats = tuple(f.contiguous() for f in feats)
         if not dense:
             vlm_map = None

@@ -32,12 +32,20 @@ def test_frozen_backbone_and_loss(emb):
     model.train()
     assert not model.backbone.training
     assert model.neck.training and model.roi_head.training
-    # the non-finite policy follows the detector: no backbone check (no
-    # host sync) while training, the eval-mode check while testing
-    assert model.backbone.check_finite is False
+    # the non-finite policy follows the detector, passed to the (always
+    # eval) backbone: no check (no host sync) while training, the check
+    # while testing
+    calls = []
+    dense = model.backbone.forward_dense
+    model.backbone.forward_dense = lambda x, **kw: calls.append(kw) or dense(
+        x, **kw)
+    x = torch.rand(1, 3, 64, 64)
+    model.run_backbone(x)
     model.eval()
-    assert model.backbone.check_finite is None
+    model.run_backbone(x)
     model.train()
+    assert [kw['check_finite'] for kw in calls] == [False, True]
+    del model.backbone.forward_dense
     assert not any(p.requires_grad for p in model.backbone.parameters())
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     data = det_batch(model, labels=(1, 0))  # 'car', 'cat' in the base space
@@ -84,7 +92,7 @@ def test_predict_fused_differs_from_plain(emb):
         plain = model.predict(data['inputs'], data['data_samples'])
     # One pass per prediction, each with F-ViT's value-path tap (the dense
     # map of the plain prediction is dropped).
-    assert calls == [dict(value_path_tap=True)] * 2
+    assert calls == [dict(value_path_tap=True, check_finite=True)] * 2
     res = plain[0].pred_instances
     assert len(res.bboxes) == len(res.scores) == len(res.labels) > 0
     assert res.labels.max() < len(NAMES)
