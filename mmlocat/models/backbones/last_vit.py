@@ -12,13 +12,10 @@ from typing import Dict, Optional, Tuple, Union
 from torch import Tensor
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers import LazyStrikePool, patch_score
 from .pos_embed import dino_resample_pos_embed
 from .vit_archs import VIT_ARCHS
 from .vit_base import TokenLoopViT
-from .vit_checks import check_arch_args
-from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
 
@@ -58,24 +55,12 @@ class LaStViT(TokenLoopViT):
             with the +0.1 offset, see
             :func:`~mmlocat.models.backbones.pos_embed.dino_resample_pos_embed`),
             for DINO weights at full resolution (CorLoc).
-        frozen: Freeze every parameter and keep the module in eval mode
-            (e.g. the frozen CLIP backbone of F-ViT).
-        with_cp: Activation checkpointing of every block in training
-            (:meth:`~.vit_base.TokenLoopViT.run_block`): less memory, one
-            more forward per block in the backward; same outputs and
-            gradients.
-        pretrained: Checkpoint path injected by mmseg's segmentors; turned
-            into ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
-        init_cfg: Initialisation config. Unlike mmengine's lenient
-            ``Pretrained`` loader, a ``Pretrained`` checkpoint is loaded
-            strictly (:func:`mmlocat.utils.pretrained.load_pretrained`):
-            missing, unexpected or mis-shaped keys raise, except missing
-            keys containing one of the substrings listed in the optional
-            ``allowed_missing`` entry of ``init_cfg``. ``prefix`` selects
-            and strips a key prefix (e.g. ``'backbone.'``).
-        **kwargs: Other arguments of the parent ``VisionTransformer``;
-            ``out_indices`` must be increasing and unique, ``frozen_stages``
-            at most the number of blocks.
+        **kwargs: Arguments of :class:`~.vit_base.TokenLoopViT`
+            (``frozen``, ``frozen_stages``, ``with_cp``, ``pretrained``,
+            ``init_cfg``: a ``Pretrained`` checkpoint is loaded strictly, see
+            :func:`mmlocat.utils.pretrained.load_pretrained`;
+            ``out_indices`` must be increasing and unique) and of the host
+            ``VisionTransformer``.
     """
     arch_zoo = VIT_ARCHS
     POOLINGS = ('lazy_strike', 'cls')
@@ -91,10 +76,6 @@ class LaStViT(TokenLoopViT):
                  lazy_strike_window: str = 'code',
                  score_query: str = 'global',
                  pos_embed_resample: str = 'host',
-                 frozen: bool = False,
-                 with_cp: bool = False,
-                 pretrained: Optional[str] = None,
-                 init_cfg: Optional[dict] = None,
                  **kwargs) -> None:
         if pooling not in self.POOLINGS:
             raise ValueError(
@@ -106,11 +87,7 @@ class LaStViT(TokenLoopViT):
             raise ValueError(
                 f'pos_embed_resample must be one of '
                 f'{self.POS_EMBED_RESAMPLES}, got {pos_embed_resample!r}')
-        init_cfg = pretrained_init_cfg(pretrained, init_cfg)
-        kwargs['out_indices'] = check_arch_args(
-            self.arch_zoo, arch, kwargs.get('out_indices', -1),
-            kwargs.get('frozen_stages', -1))
-        super().__init__(arch=arch, init_cfg=init_cfg, **kwargs)
+        super().__init__(arch=arch, **kwargs)
         self.pooling = pooling
         self.score_query = score_query
         self.pos_embed_resample = pos_embed_resample
@@ -119,34 +96,6 @@ class LaStViT(TokenLoopViT):
             topk_ratio=topk_ratio,
             score=lazy_strike_score,
             window=lazy_strike_window)
-        self.frozen = frozen
-        self.with_cp = with_cp
-        self._apply_frozen()
-
-    def _apply_frozen(self) -> None:
-        """Switch every parameter off and enter eval mode if ``frozen``."""
-        if self.frozen:
-            self.requires_grad_(False)
-            self.eval()
-
-    def init_weights(self) -> None:
-        """Random init, strict loading of a ``Pretrained`` checkpoint (see
-        :class:`~mmlocat.models.backbones.vit_checks.StrictPretrainedMixin`),
-        or torchvision's scheme (the public code's) with
-        ``init_cfg=dict(type='mmlocat.TorchvisionViTInit')`` (see
-        :mod:`~mmlocat.models.backbones.vit_init`)."""
-        if init_weights_with_scheme(self, super().init_weights):
-            return
-        super().init_weights()
-
-    def train(self, mode: bool = True) -> 'LaStViT':
-        """Set the train mode; a ``frozen`` backbone always stays in eval,
-        and so do the ``frozen_stages`` (as in mmpretrain's CNN backbones;
-        its ViT would put them back in train mode)."""
-        super().train(mode and not self.frozen)
-        if mode and not self.frozen and self.frozen_stages > 0:
-            self._freeze_stages()
-        return self
 
     def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
         """The position embedding resampled to the patch grid ``hw``."""

@@ -15,13 +15,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
+from mmlocat.utils.pretrained import is_pretrained_cfg
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer, build_gaug_cfg
-from .vit_archs import VIT_ARCHS, refuse_archs
+from .vit_archs import VIT_ARCHS
 from .vit_base import TokenLoopViT
-from .vit_checks import check_arch_args
-from .vit_init import init_weights_with_scheme
+from .vit_init import names_scheme
 
 __all__ = ['LocAtViT', 'resample_abs_pos_embed']
 
@@ -136,6 +135,8 @@ class LocAtViT(TokenLoopViT):
             token (``pooling='gap'``); ``None`` follows ``pooling``.
         frozen_stages: Freeze the stem and this many blocks (-1: none;
             at most the number of blocks); they stay in eval mode.
+        frozen: Freeze every parameter and stay in eval mode (a frozen
+            backbone, e.g. under F-ViT).
         interpolate_mode: Position-embedding resampling mode.
         pos_embed_antialias: Antialias the resampling (timm behaviour; the
             host's ``resize_pos_embed`` is ``False``).
@@ -163,6 +164,7 @@ class LocAtViT(TokenLoopViT):
     its meaning; GAug, PRR, ``pooling``, registers, ``use_pos_embed`` and
     ``pos_embed_antialias`` are the additions.
     """
+    REFUSED_ARCHS = REFUSED_ARCHS
     arch_zoo = {k: v for k, v in VIT_ARCHS.items() if k not in REFUSED_ARCHS}
     POOLINGS = ('cls', 'gap')
     NEW_KEY_GROUPS = ('attn.gaug.', )
@@ -188,6 +190,7 @@ class LocAtViT(TokenLoopViT):
                  final_norm: Optional[bool] = None,
                  with_cls_token: Optional[bool] = None,
                  frozen_stages: int = -1,
+                 frozen: bool = False,
                  interpolate_mode: str = 'bicubic',
                  pos_embed_antialias: bool = True,
                  layer_scale_init_value: float = 0.,
@@ -197,7 +200,6 @@ class LocAtViT(TokenLoopViT):
                  with_cp: bool = False,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
-        refuse_archs(arch, REFUSED_ARCHS, type(self).__name__)
         gaug_cfg = build_gaug_cfg(gaug_cfg)
         if pooling is None:
             pooling = 'gap' if with_cls_token is False else 'cls'
@@ -221,9 +223,6 @@ class LocAtViT(TokenLoopViT):
         if num_register_tokens < 0:
             raise ValueError('num_register_tokens must be >= 0, got '
                              f'{num_register_tokens}')
-        init_cfg = pretrained_init_cfg(pretrained, init_cfg)
-        out_indices = check_arch_args(self.arch_zoo, arch, out_indices,
-                                      frozen_stages)
         super().__init__(
             arch=arch,
             img_size=img_size,
@@ -237,14 +236,16 @@ class LocAtViT(TokenLoopViT):
             final_norm=True if final_norm is None else final_norm,
             out_type=out_type,
             with_cls_token=pooling == 'cls',
-            frozen_stages=-1,
+            frozen_stages=frozen_stages,
+            frozen=frozen,
+            with_cp=with_cp,
+            pretrained=pretrained,
             interpolate_mode=interpolate_mode,
             layer_scale_init_value=layer_scale_init_value,
             patch_cfg=patch_cfg,
             pre_norm=pre_norm,
             init_cfg=init_cfg)
         self.pooling = pooling
-        self.with_cp = with_cp
         self.num_heads = self.arch_settings['num_heads']
         self.pos_embed_antialias = pos_embed_antialias
         self.num_register_tokens = num_register_tokens
@@ -275,18 +276,13 @@ class LocAtViT(TokenLoopViT):
 
         self.prr = PRR(self.num_heads) if prr else None
 
-        self.frozen_stages = frozen_stages
-        if self.frozen_stages > 0:
-            self._freeze_stages()
-
     def init_weights(self) -> None:
-        """Host (mmpretrain) initialisation, a ``Pretrained`` load, or the
-        public code's scheme with ``init_cfg=dict(type='mmlocat.TimmViTInit')``
-        (see :mod:`~mmlocat.models.backbones.vit_init`)."""
-        if init_weights_with_scheme(self, super().init_weights):
-            return
+        """As the base (the public code's scheme with
+        ``init_cfg=dict(type='mmlocat.TimmViTInit')``); the host's random
+        initialisation draws the register tokens from N(0, 1e-6)."""
         super().init_weights()
-        if not is_pretrained_cfg(self.init_cfg) and self.reg_token is not None:
+        if (self.reg_token is not None and not is_pretrained_cfg(self.init_cfg)
+                and not names_scheme(self.init_cfg)):
             nn.init.normal_(self.reg_token, std=1e-6)
 
     def expected_unused_keys(self) -> Dict[str, str]:
@@ -330,17 +326,6 @@ class LocAtViT(TokenLoopViT):
             num_prefix,
             mode=self.interpolate_mode,
             antialias=self.pos_embed_antialias)
-
-    def _freeze_stages(self) -> None:
-        super()._freeze_stages()
-        if self.reg_token is not None:
-            self.reg_token.requires_grad = False
-
-    def train(self, mode: bool = True) -> 'LocAtViT':
-        super().train(mode)
-        if mode and self.frozen_stages > 0:
-            self._freeze_stages()  # keep frozen parts in eval mode
-        return self
 
     def get_layer_depth(self,
                         param_name: str,

@@ -19,9 +19,17 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   keeps only the blocks' inputs and recomputes the rest in the backward;
 * strict ``Pretrained`` loading (:class:`~.vit_checks.StrictPretrainedMixin`,
   :mod:`mmlocat.utils.pretrained`) and the input checks of
-  :mod:`.vit_checks`.
+  :mod:`.vit_checks`;
+* the lifecycle, once: the ``arch`` / ``out_indices`` / ``frozen_stages``
+  checks and mmseg's ``pretrained=`` in :meth:`TokenLoopViT.__init__`;
+  one freezing mechanism (``frozen_stages``: the stem, prefix tokens and
+  that many blocks; ``frozen=True``: everything), applied by
+  :meth:`TokenLoopViT.apply_freezing` once the leaf class has built every
+  part (blocks replaced, heads added) and kept by :meth:`TokenLoopViT.train`;
+  ``init_weights`` with the whole-model schemes of :mod:`.vit_init`.
 """
 import copy
+from abc import ABCMeta
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -32,17 +40,107 @@ from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers.finite import finite_checks_on
-from .vit_checks import StrictPretrainedMixin, check_input_batch
+from .vit_archs import refuse_archs
+from .vit_checks import (StrictPretrainedMixin, check_arch_args,
+                         check_input_batch)
+from .vit_init import init_weights_with_scheme
 
 __all__ = ['TokenLoopViT']
 
 
-class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
-    """mmpretrain's ViT with one overridable token loop (see the module)."""
-    #: Activation checkpointing of every block while gradients are
-    #: recorded (set by the backbones' ``with_cp`` argument).
-    with_cp: bool = False
+class _FreezeWhenBuilt(ABCMeta):
+    """Calls :meth:`TokenLoopViT.apply_freezing` after the outermost
+    ``__init__``: the leaf classes build parts after the host's constructor
+    (blocks replaced, projections added), so freezing must come last, and
+    it is written once here instead of at the end of every constructor."""
+
+    def __call__(cls, *args, **kwargs):
+        model = super().__call__(*args, **kwargs)
+        model.apply_freezing()
+        return model
+
+
+class TokenLoopViT(
+        StrictPretrainedMixin, VisionTransformer, metaclass=_FreezeWhenBuilt):
+    """mmpretrain's ViT with one overridable token loop and one lifecycle
+    (see the module).
+
+    Args:
+        arch: An alias of the class's ``arch_zoo`` or an arch dict.
+        out_indices: As the host; checked (increasing, unique, in range).
+        frozen_stages: Freeze the stem (patch embedding, position
+            embedding, prefix tokens, pre-norm) and this many blocks
+            (``-1``: none; the number of blocks also freezes the final
+            norm); they stay in eval mode.
+        frozen: Freeze every parameter and stay in eval mode (a frozen
+            tower: F-ViT, zero-shot segmentation).
+        with_cp: Activation checkpointing of every block in training
+            (:meth:`run_block`).
+        pretrained: mmseg's injected checkpoint path; becomes
+            ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
+        init_cfg: Initialisation config (see :meth:`init_weights`).
+        **kwargs: The host ``VisionTransformer``'s other arguments.
+    """
+    #: ``arch`` aliases this class refuses (see :func:`.vit_archs.
+    #: refuse_archs`).
+    REFUSED_ARCHS: Sequence[str] = ()
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'base',
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 frozen_stages: int = -1,
+                 frozen: bool = False,
+                 with_cp: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, list]] = None,
+                 **kwargs) -> None:
+        refuse_archs(arch, self.REFUSED_ARCHS, type(self).__name__)
+        out_indices = check_arch_args(self.arch_zoo, arch, out_indices,
+                                      frozen_stages)
+        # The host would freeze before the leaf builds its own parts.
+        super().__init__(
+            arch=arch,
+            out_indices=out_indices,
+            frozen_stages=-1,
+            init_cfg=pretrained_init_cfg(pretrained, init_cfg),
+            **kwargs)
+        self.frozen_stages = frozen_stages
+        self.frozen = frozen
+        self.with_cp = with_cp
+
+    def apply_freezing(self) -> None:
+        """Freeze what ``frozen_stages`` / ``frozen`` say (called once the
+        model is built; see :class:`_FreezeWhenBuilt`)."""
+        if self.frozen_stages > 0:
+            self._freeze_stages()
+        if self.frozen:
+            self.requires_grad_(False)
+            self.eval()
+
+    def _freeze_stages(self) -> None:
+        """The host's stages, plus every prefix token (registers)."""
+        super()._freeze_stages()
+        for token in self.prefix_tokens():
+            token.requires_grad = False
+
+    def train(self, mode: bool = True) -> 'TokenLoopViT':
+        """Set the train mode; a ``frozen`` backbone always stays in eval,
+        and so do the ``frozen_stages`` (as in mmpretrain's CNN backbones;
+        its ViT would put them back in train mode)."""
+        super().train(mode and not self.frozen)
+        if mode and not self.frozen and self.frozen_stages > 0:
+            self._freeze_stages()
+        return self
+
+    def init_weights(self) -> None:
+        """The host's initialisation, a strict ``Pretrained`` load
+        (:class:`~.vit_checks.StrictPretrainedMixin`), or a whole-model
+        scheme of :mod:`.vit_init` named by ``init_cfg`` (e.g.
+        ``dict(type='mmlocat.TimmViTInit')``), applied last."""
+        if not init_weights_with_scheme(self, super().init_weights):
+            super().init_weights()
 
     def replace_layers(self, layer_type: type,
                        layer_cfgs: Union[dict, Sequence[dict], None],

@@ -175,6 +175,26 @@ def test_frozen_stages_bounded(name):
             build(name, frozen_stages=bad)
 
 
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_one_freezing_mechanism(name):
+    """``frozen_stages`` and ``frozen`` are applied once the leaf class has
+    built everything (EVA and LocAtViT replace the host's blocks, LocAtViT
+    adds registers, the towers add a projection) and kept by ``train()``."""
+    extra = dict(num_register_tokens=1) if name == 'locat' else {}
+    model = build(name, frozen_stages=2, drop_rate=0.1, **extra).train()
+    stem = [model.patch_embed, *model.layers[:2]]
+    assert not any(p.requires_grad for m in stem for p in m.parameters())
+    assert not any(m.training for m in stem)
+    assert not any(t.requires_grad for t in model.prefix_tokens())
+    assert not model.pos_embed.requires_grad
+    assert all(p.requires_grad for p in model.layers[2].parameters())
+    assert model.layers[2].training and model.drop_after_pos.training is False
+    model = build(name, frozen=True, **extra).train()
+    assert model.frozen and not model.training
+    assert not any(m.training for m in model.modules())
+    assert not any(p.requires_grad for p in model.parameters())
+
+
 # ------------------------------------------------------------------- inputs
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_empty_and_malformed_batches(name):

@@ -120,7 +120,22 @@ def test_fusion_needs_dense_backbone(emb):
     model = build_detector(cfg)
     model.train()
     assert not model.backbone.training
+    assert model.backbone.frozen  # the backbones' own mechanism
     assert not any(p.requires_grad for p in model.backbone.parameters())
+
+
+def test_backbone_must_be_a_freezable_vit(emb):
+    """FViT freezes through the backbone's ``frozen`` option: a backbone
+    without one, or ``frozen=False``, is refused at build."""
+    cfg = tiny_fvit_cfg(emb, NAMES)
+    cfg['backbone'] = dict(cfg['backbone'], frozen=False)
+    with pytest.raises(ValueError, match='backbone.frozen must be True'):
+        build_detector(cfg)
+    cfg['backbone'] = dict(
+        type='mmdet.ResNet', depth=18, out_indices=(0, 1, 2, 3))
+    cfg['vlm_fusion'], cfg['last_tap'] = False, 'block'
+    with pytest.raises(TypeError, match="'mmdet.ResNet' has none"):
+        build_detector(cfg)
 
 
 def test_unknown_train_class(emb):
