@@ -32,7 +32,7 @@ model = dict(
         pooling='lazy_strike',
         topk=1,
         # DINO's own position-embedding interpolation at full resolution.
-        pos_embed_resample='dino',
+        pos_embed_cfg=dict(resample='dino'),
         # Zero padding of the normalised input to a multiple of 16 at the
         # right / bottom: LOST's padding (a 375x500 image: a 24x32 grid).
         # padding=0 crops instead (DINO's visualize_attention.py).

@@ -7,13 +7,12 @@ parameter names (``layers.i.ln1``, ``attn.qkv``, ``ffn.layers.*``) and
 position-embedding resizing are the parent's and the model has no new
 parameters: only the global token changes.
 """
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Optional, Union
 
 from torch import Tensor
 
 from mmlocat.registry import MODELS
 from ..layers import LazyStrikePool, patch_score
-from .pos_embed import dino_resample_pos_embed
 from .vit_archs import VIT_ARCHS
 from .vit_base import TokenLoopViT
 
@@ -49,14 +48,12 @@ class LaStViT(TokenLoopViT):
             are the cosine with: ``'global'`` (the global token, default)
             or ``'cls'`` (the CLS output, what the public
             ``evaluate_patch_hit.py`` uses for every checkpoint).
-        pos_embed_resample: Position embedding at other input sizes:
-            ``'host'`` (mmpretrain's size-based bicubic resize) or
-            ``'dino'`` (DINO's ``interpolate_pos_encoding``: scale factor
-            with the +0.1 offset, see
-            :func:`~mmlocat.models.backbones.pos_embed.dino_resample_pos_embed`),
-            for DINO weights at full resolution (CorLoc).
         **kwargs: Arguments of :class:`~.vit_base.TokenLoopViT`
             (``frozen``, ``frozen_stages``, ``with_cp``, ``pretrained``,
+            ``pos_embed_cfg``: default ``dict(resample='host')``,
+            mmpretrain's size-based resize; ``dict(resample='dino')`` is
+            DINO's ``interpolate_pos_encoding``, for DINO weights at full
+            resolution (CorLoc), see :mod:`.pos_embed`;
             ``init_cfg``: a ``Pretrained`` checkpoint is loaded strictly, see
             :func:`mmlocat.utils.pretrained.load_pretrained`;
             ``out_indices`` must be increasing and unique) and of the host
@@ -65,7 +62,6 @@ class LaStViT(TokenLoopViT):
     arch_zoo = VIT_ARCHS
     POOLINGS = ('lazy_strike', 'cls')
     SCORE_QUERIES = ('global', 'cls')
-    POS_EMBED_RESAMPLES = ('host', 'dino')
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -75,7 +71,6 @@ class LaStViT(TokenLoopViT):
                  lazy_strike_score: str = 'code',
                  lazy_strike_window: str = 'code',
                  score_query: str = 'global',
-                 pos_embed_resample: str = 'host',
                  **kwargs) -> None:
         if pooling not in self.POOLINGS:
             raise ValueError(
@@ -83,27 +78,14 @@ class LaStViT(TokenLoopViT):
         if score_query not in self.SCORE_QUERIES:
             raise ValueError(f'score_query must be one of '
                              f'{self.SCORE_QUERIES}, got {score_query!r}')
-        if pos_embed_resample not in self.POS_EMBED_RESAMPLES:
-            raise ValueError(
-                f'pos_embed_resample must be one of '
-                f'{self.POS_EMBED_RESAMPLES}, got {pos_embed_resample!r}')
         super().__init__(arch=arch, **kwargs)
         self.pooling = pooling
         self.score_query = score_query
-        self.pos_embed_resample = pos_embed_resample
         self.lazy_strike = LazyStrikePool(
             topk=topk,
             topk_ratio=topk_ratio,
             score=lazy_strike_score,
             window=lazy_strike_window)
-
-    def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
-        """The position embedding resampled to the patch grid ``hw``."""
-        if self.pos_embed_resample == 'dino':
-            return dino_resample_pos_embed(self.pos_embed,
-                                           self.patch_resolution, hw,
-                                           self.num_extra_tokens)
-        return super()._pos_embed_for(hw)
 
     def _format_output(self,
                        x: Tensor,

@@ -36,12 +36,12 @@ import numpy as np
 import torch
 from mmengine.model import ModuleList
 from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers.finite import finite_checks_on
+from .pos_embed import build_pos_embed_cfg, resample_pos_embed
 from .vit_archs import refuse_archs
 from .vit_checks import (StrictPretrainedMixin, check_arch_args,
                          check_input_batch)
@@ -49,14 +49,27 @@ from .vit_init import init_weights_with_scheme
 
 __all__ = ['TokenLoopViT']
 
+#: Keywords of mmlocat's draft, refused with the one that replaced them.
+RENAMED_KEYWORDS = {
+    'pos_embed_resample':
+    "pos_embed_cfg=dict(resample='host' | 'dino')",
+    'pos_embed_antialias':
+    "pos_embed_cfg=dict(resample='timm', antialias=True | False)",
+}
+
 
 class _FreezeWhenBuilt(ABCMeta):
     """Calls :meth:`TokenLoopViT.apply_freezing` after the outermost
     ``__init__``: the leaf classes build parts after the host's constructor
     (blocks replaced, projections added), so freezing must come last, and
-    it is written once here instead of at the end of every constructor."""
+    it is written once here instead of at the end of every constructor.
+    Renamed keywords (:data:`RENAMED_KEYWORDS`) are refused first, naming
+    their replacement."""
 
     def __call__(cls, *args, **kwargs):
+        for old in sorted(set(kwargs) & set(RENAMED_KEYWORDS)):
+            raise TypeError(f'{cls.__name__}: {old}= is now '
+                            f'{RENAMED_KEYWORDS[old]}')
         model = super().__call__(*args, **kwargs)
         model.apply_freezing()
         return model
@@ -76,6 +89,9 @@ class TokenLoopViT(
             norm); they stay in eval mode.
         frozen: Freeze every parameter and stay in eval mode (a frozen
             tower: F-ViT, zero-shot segmentation).
+        pos_embed_cfg: The position-embedding resampling at other grids
+            (:mod:`.pos_embed`); ``None``: the class's
+            ``DEFAULT_POS_EMBED_CFG`` (the host's resize here).
         with_cp: Activation checkpointing of every block in training
             (:meth:`run_block`).
         pretrained: mmseg's injected checkpoint path; becomes
@@ -86,17 +102,21 @@ class TokenLoopViT(
     #: ``arch`` aliases this class refuses (see :func:`.vit_archs.
     #: refuse_archs`).
     REFUSED_ARCHS: Sequence[str] = ()
+    DEFAULT_POS_EMBED_CFG = dict(resample='host')
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
                  out_indices: Union[int, Sequence[int]] = -1,
                  frozen_stages: int = -1,
                  frozen: bool = False,
+                 pos_embed_cfg: Optional[dict] = None,
                  with_cp: bool = False,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[Union[dict, list]] = None,
                  **kwargs) -> None:
         refuse_archs(arch, self.REFUSED_ARCHS, type(self).__name__)
+        pos_embed_cfg = build_pos_embed_cfg(pos_embed_cfg,
+                                            self.DEFAULT_POS_EMBED_CFG)
         out_indices = check_arch_args(self.arch_zoo, arch, out_indices,
                                       frozen_stages)
         # The host would freeze before the leaf builds its own parts.
@@ -109,6 +129,7 @@ class TokenLoopViT(
         self.frozen_stages = frozen_stages
         self.frozen = frozen
         self.with_cp = with_cp
+        self.pos_embed_cfg = pos_embed_cfg
 
     def apply_freezing(self) -> None:
         """Freeze what ``frozen_stages`` / ``frozen`` say (called once the
@@ -180,14 +201,11 @@ class TokenLoopViT(
         return [] if self.cls_token is None else [self.cls_token]
 
     def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
-        """The position embedding at the patch grid ``hw`` (the host's
-        bicubic resize)."""
-        return resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            hw,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
+        """The position embedding at the patch grid ``hw``
+        (``pos_embed_cfg``'s rule)."""
+        return resample_pos_embed(self.pos_embed, self.patch_resolution, hw,
+                                  self.num_extra_tokens, self.pos_embed_cfg,
+                                  self.interpolate_mode)
 
     def layer_args(self, hw: Tuple[int, int], tokens: Tensor) -> tuple:
         """Arguments of every block call after the tokens (none here)."""
