@@ -28,9 +28,10 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   part (blocks replaced, heads added) and kept by :meth:`TokenLoopViT.train`;
   ``init_weights`` with the whole-model schemes of :mod:`.vit_init`.
 """
+import contextlib
 import copy
 from abc import ABCMeta
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -102,6 +103,9 @@ class TokenLoopViT(
     #: ``arch`` aliases this class refuses (see :func:`.vit_archs.
     #: refuse_archs`).
     REFUSED_ARCHS: Sequence[str] = ()
+    #: Resampled position embeddings by grid, inside
+    #: :meth:`constant_pos_embed` only.
+    _pos_embed_cache: Optional[Dict[Tuple[int, int], Tensor]] = None
     DEFAULT_POS_EMBED_CFG = dict(resample='host')
 
     def __init__(self,
@@ -202,10 +206,32 @@ class TokenLoopViT(
 
     def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
         """The position embedding at the patch grid ``hw``
-        (``pos_embed_cfg``'s rule)."""
-        return resample_pos_embed(self.pos_embed, self.patch_resolution, hw,
-                                  self.num_extra_tokens, self.pos_embed_cfg,
-                                  self.interpolate_mode)
+        (``pos_embed_cfg``'s rule; a constant inside
+        :meth:`constant_pos_embed`)."""
+        if self._pos_embed_cache is None:
+            return resample_pos_embed(self.pos_embed, self.patch_resolution,
+                                      hw, self.num_extra_tokens,
+                                      self.pos_embed_cfg,
+                                      self.interpolate_mode)
+        key = tuple(int(s) for s in hw)
+        if key not in self._pos_embed_cache:
+            self._pos_embed_cache[key] = resample_pos_embed(
+                self.pos_embed, self.patch_resolution, key,
+                self.num_extra_tokens, self.pos_embed_cfg,
+                self.interpolate_mode).detach()
+        return self._pos_embed_cache[key]
+
+    @contextlib.contextmanager
+    def constant_pos_embed(self) -> Iterator[None]:
+        """Within: each grid's resampled position embedding is computed
+        once and then reused as a constant (detached), e.g. for an ONNX
+        export, which has no antialiased resampling op: run the model once
+        at the export size, then trace."""
+        self._pos_embed_cache = {}
+        try:
+            yield
+        finally:
+            self._pos_embed_cache = None
 
     def layer_args(self, hw: Tuple[int, int], tokens: Tensor) -> tuple:
         """Arguments of every block call after the tokens (none here)."""

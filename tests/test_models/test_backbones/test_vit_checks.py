@@ -195,6 +195,29 @@ def test_one_freezing_mechanism(name):
     assert not any(p.requires_grad for p in model.parameters())
 
 
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_constant_pos_embed(name):
+    """Inside ``constant_pos_embed`` (ONNX export) each grid's resampled
+    embedding is computed once, detached, and equals the live one; outside
+    nothing is cached."""
+    model = build(name).eval()
+    x = torch.randn(1, 3, 48, 64)
+    with torch.no_grad():
+        want = model(x)
+    live = model._pos_embed_for((3, 4))
+    assert live.requires_grad
+    with model.constant_pos_embed():
+        first = model._pos_embed_for((3, 4))
+        assert model._pos_embed_for((3, 4)) is first
+        assert not first.requires_grad
+        torch.testing.assert_close(first, live, rtol=0, atol=0)
+        with torch.no_grad():
+            for a, b in zip(model(x), want):
+                assert torch.equal(a, b)
+    assert model._pos_embed_cache is None
+    assert model._pos_embed_for((3, 4)) is not first
+
+
 # ------------------------------------------------------------------- inputs
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_empty_and_malformed_batches(name):
