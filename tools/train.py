@@ -76,7 +76,14 @@ def _error(message: str, status: int = 2) -> None:
 def _exit_on_signals():
     """SIGTERM / SIGUSR1 end the process through ``SystemExit`` (so the
     work-dir lock is released) until mmlocat.PreemptionHook, built with
-    the Runner, takes them over to save a checkpoint first."""
+    the Runner, takes them over to save a checkpoint first.
+
+    Once the process leaves through ``SystemExit`` (a preemption stop, an
+    error exit) these signals are ignored for the rest of its life: the
+    launcher signals the other ranks as soon as one exits (torchrun
+    SIGTERMs them; slurm signals every task), and a repeat must not cut
+    their unwinding short (they would die of the signal, not exit with
+    the preemption status). SIGKILL still ends a hung exit."""
 
     def leave(signum, frame):
         raise SystemExit(128 + signum)
@@ -85,11 +92,15 @@ def _exit_on_signals():
         s: signal.signal(s, leave)
         for s in (signal.SIGTERM, signal.SIGUSR1)
     }
+    leaving = False
     try:
         yield
+    except SystemExit:
+        leaving = True
+        raise
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if leaving else handler)
 
 
 def _resume(cfg, resume_arg) -> list:
