@@ -27,7 +27,7 @@ import os
 import os.path as osp
 import re
 import sys
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 from unittest import mock
 
 import numpy as np
@@ -188,6 +188,54 @@ def shrink(cfg: Config) -> None:
             text.pop('model_name'))
 
 
+LOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
+
+
+def _walk_datasets(node) -> None:
+    """Dataset wrappers included: tiny sets cannot have the real size."""
+    if isinstance(node, dict):
+        if 'expected_num_images' in node:
+            node['expected_num_images'] = None
+        for key in ('dataset', 'datasets'):
+            _walk_datasets(node.get(key))
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            _walk_datasets(value)
+
+
+def shrink_run(cfg: Config, iters: int = 2) -> None:
+    """Shrink what a tool runs of ``cfg`` in place (:func:`shrink` does the
+    model): batches of at most 2 images read in the main process, ``iters``
+    training iterations (one epoch of an epoch-based recipe) with a
+    checkpoint and a validation at the end, no dataset-size check, and a
+    float32 optimizer wrapper where the recipe asks for AMP without an
+    accelerator (mmengine's AMP needs one)."""
+    import torch
+    for name in LOADERS:
+        loader = cfg.get(name)
+        if not isinstance(loader, dict):
+            continue
+        loader['batch_size'] = min(loader.get('batch_size', 1), 2)
+        loader['num_workers'] = 0
+        loader['persistent_workers'] = False
+        _walk_datasets(loader.get('dataset'))
+    train_cfg = cfg.get('train_cfg')
+    if isinstance(train_cfg, dict) and cfg.get('train_dataloader'):
+        if 'max_iters' in train_cfg:
+            train_cfg.update(max_iters=iters, val_interval=iters)
+        elif 'max_epochs' in train_cfg:
+            train_cfg.update(max_epochs=1, val_interval=1)
+        checkpoint = cfg.get('default_hooks', {}).get('checkpoint')
+        if isinstance(checkpoint, dict) and 'max_iters' in train_cfg:
+            checkpoint['interval'] = iters
+    wrapper = cfg.get('optim_wrapper')
+    if (isinstance(wrapper, dict) and wrapper.get('type') == 'AmpOptimWrapper'
+            and not torch.cuda.is_available()):
+        wrapper['type'] = 'OptimWrapper'
+        for key in ('loss_scale', 'dtype'):
+            wrapper.pop(key, None)
+
+
 def _tower(model: dict) -> dict:
     return next(model[k] for k in TOWER_KEYS if isinstance(model.get(k), dict))
 
@@ -304,10 +352,20 @@ def save_training_checkpoint(model, cfg: Config, path: str) -> None:
 # ------------------------------------------------------------------ makers
 class Made:
     """The made files under ``root`` (the working directory the configs'
-    relative paths resolve in), each made once."""
+    relative paths resolve in), each made once.
 
-    def __init__(self, root: str) -> None:
+    Args:
+        root: The working directory.
+        makers: The makers to use (default :data:`MAKERS`). A name without
+            a maker that already exists under ``root`` (written by a README
+            command) is taken as it is.
+    """
+
+    def __init__(self,
+                 root: str,
+                 makers: Optional[Dict[str, 'Maker']] = None) -> None:
         self.root = root
+        self.makers = MAKERS if makers is None else makers
         self._done: Dict[str, str] = {}
         self._making: List[str] = []
 
@@ -315,17 +373,20 @@ class Made:
         """The absolute path of checkpoint ``name``, made on first use."""
         if name in self._done:
             return self._done[name]
-        if name not in MAKERS:
+        path = osp.join(self.root, name)
+        if name not in self.makers:
+            if osp.isfile(path):
+                self._done[name] = path
+                return path
             raise KeyError(missing_maker_message('a maker', [name]))
         if name in self._making:
             raise RuntimeError(f'makers depend on each other: {self._making}')
         self._making.append(name)
-        path = osp.join(self.root, name)
         os.makedirs(osp.dirname(path), exist_ok=True)
         cwd = os.getcwd()
         os.chdir(self.root)
         try:
-            MAKERS[name](self, path)
+            self.makers[name](self, path)
         finally:
             os.chdir(cwd)
             self._making.pop()
