@@ -36,7 +36,9 @@ def readme_commands_ran(request):
     ran = executed_by(test)
     missing = []
     for block, numbers in blocks_of_test(test):
-        not_run = [n for n in numbers if (block.file, block.index, n) not in ran]
+        not_run = [
+            n for n in numbers if (block.file, block.index, n) not in ran
+        ]
         if not_run:
             missing.append(f'{block.name}: commands {not_run}')
     assert not missing, (f'{test} passed without running the README commands'

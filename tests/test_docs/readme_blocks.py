@@ -10,8 +10,13 @@ type carries a marker, an HTML comment on the line before its fence
          run tests/test_docs/test_x.py::test_b lines 3;
          skip lines 4: needs 8 GPUs -->
 
-Clauses are separated by ``;`` (before ``run`` / ``skip``). ``run TEST [lines N,M-K]`` names the test
-that executes those commands of the block (all of them without ``lines``),
+Clauses are separated by ``;`` (before ``run`` / ``check`` / ``skip``).
+``run TEST [lines N,M-K]`` names the test that executes those commands of
+the block (all of them without ``lines``); ``check TEST lines ...`` names
+the test that checks commands differing from one it runs only in names
+(another config, tower or dataset of the same command): same script and
+options, every config loads, every input is a placeholder the test can fill
+or a file an earlier command made (``ReadmeRunner.check``);
 ``skip [lines ...]: REASON`` says why they are not run here. The commands of
 a block are numbered from 1 in order: its logical lines (``\\``
 continuations joined), without comments and blank lines; a shell ``for``
@@ -38,7 +43,9 @@ COMMAND_LINE = re.compile(r'^\s*(\$\s+)?(python\d?\s|bash\s|sh\s|make\s|pip\s|'
                           r'torchrun\s|[A-Z_]+=\S*\s)')
 MARKER = re.compile(r'<!--\s*readme-test:(.*?)-->', re.S)
 FENCE = re.compile(r'^(\s*)(```+|~~~+)\s*([\w+-]*)\s*$')
-RUN_CLAUSE = re.compile(r'^run\s+(\S+)(?:\s+lines\s+([\d,\s-]+))?$')
+RUN_CLAUSE = re.compile(r'^(run|check)\s+(\S+)(?:\s+lines\s+([\d,\s-]+))?$')
+# Clause kinds that name a test.
+TEST_KINDS = ('run', 'check')
 SKIP_CLAUSE = re.compile(r'^skip(?:\s+lines\s+([\d,\s-]+))?\s*:\s*(\S.*)$')
 
 
@@ -62,9 +69,9 @@ class Command:
 @dataclass
 class Clause:
     """One clause of a marker."""
-    kind: str  # 'run' or 'skip'
+    kind: str  # 'run', 'check' or 'skip'
     lines: Optional[List[int]]  # None: every command of the block
-    test: str = ''  # run: the test's node id
+    test: str = ''  # run / check: the test's node id
     reason: str = ''  # skip: why
 
 
@@ -95,14 +102,17 @@ class Block:
         return split_commands(self.text, self.line + 1)
 
     def tests(self) -> List[str]:
-        return sorted({c.test for c in self.clauses if c.kind == 'run'})
+        return sorted({c.test for c in self.clauses if c.kind in TEST_KINDS})
 
-    def lines_of(self, test: str) -> List[int]:
-        """The command numbers the marker assigns to ``test``."""
+    def lines_of(self,
+                 test: str,
+                 kinds: Tuple[str, ...] = TEST_KINDS) -> List[int]:
+        """The command numbers the marker assigns to ``test`` (as one of
+        ``kinds``)."""
         numbers = []
         count = len(self.commands())
         for clause in self.clauses:
-            if clause.kind == 'run' and clause.test == test:
+            if clause.kind in kinds and clause.test == test:
                 numbers += clause.lines or list(range(1, count + 1))
         return sorted(set(numbers))
 
@@ -128,23 +138,24 @@ def parse_marker(text: str, where: str) -> List[Clause]:
         ValueError: Naming ``where`` and the clause that does not parse.
     """
     clauses = []
-    for raw in re.split(r';\s*(?=(?:run|skip)\b)', text):
+    for raw in re.split(r';\s*(?=(?:run|check|skip)\b)', text):
         clause = ' '.join(raw.split())
         if not clause:
             continue
         run = RUN_CLAUSE.match(clause)
         skip = SKIP_CLAUSE.match(clause)
         if run:
-            lines = parse_line_numbers(run.group(2)) if run.group(2) else None
-            clauses.append(Clause('run', lines, test=run.group(1)))
+            lines = parse_line_numbers(run.group(3)) if run.group(3) else None
+            clauses.append(Clause(run.group(1), lines, test=run.group(2)))
         elif skip:
             lines = parse_line_numbers(skip.group(1)) if skip.group(1) \
                 else None
             clauses.append(Clause('skip', lines, reason=skip.group(2)))
         else:
             raise ValueError(
-                f'{where}: readme-test marker clause {clause!r} is neither '
-                "'run TEST [lines N,M-K]' nor 'skip [lines N,M-K]: REASON'")
+                f'{where}: readme-test marker clause {clause!r} is none of '
+                "'run TEST [lines N,M-K]', 'check TEST lines N,M-K', "
+                "'skip [lines N,M-K]: REASON'")
     if not clauses:
         raise ValueError(f'{where}: empty readme-test marker')
     return clauses
@@ -204,7 +215,13 @@ def parse_blocks(path: str) -> List[Block]:
         ValueError: A marker that does not parse, or an unclosed fence.
     """
     with open(osp.join(REPO, path), encoding='utf-8') as f:
-        lines = f.read().split('\n')
+        return parse_text(f.read(), path)
+
+
+def parse_text(text: str, path: str) -> List[Block]:
+    """The fenced blocks of Markdown ``text`` (named ``path``), with their
+    markers parsed (:func:`parse_blocks`)."""
+    lines = text.split('\n')
     blocks: List[Block] = []
     i = 0
     while i < len(lines):
@@ -218,9 +235,12 @@ def parse_blocks(path: str) -> List[Block]:
             end += 1
         if end == len(lines):
             raise ValueError(f'{path}:{i + 1}: unclosed {fence} block')
-        body = [line[len(indent):] if line.startswith(indent) else line
-                for line in lines[i + 1:end]]
-        block = Block(path, len(blocks) + 1, i + 1, language.lower(),
+        body = [
+            line[len(indent):] if line.startswith(indent) else line
+            for line in lines[i + 1:end]
+        ]
+        block = Block(path,
+                      len(blocks) + 1, i + 1, language.lower(),
                       '\n'.join(body))
         block.marker = _marker_before(lines, i)
         if block.marker is not None:
@@ -272,17 +292,20 @@ def blocks_of_test(test: str) -> List[Tuple[Block, List[int]]]:
     return [(b, b.lines_of(test)) for b in all_blocks() if test in b.tests()]
 
 
-def block_summary() -> Dict[str, Tuple[int, int, int]]:
-    """Per file: (blocks run, blocks skipped, commands run by a test)."""
-    summary: Dict[str, Tuple[int, int, int]] = {}
+def block_summary() -> Dict[str, Tuple[int, int, int, int]]:
+    """Per file: (blocks a test runs or checks, blocks skipped, commands
+    run, commands checked)."""
+    summary: Dict[str, Tuple[int, int, int, int]] = {}
     for block in all_blocks():
         if not block.clauses:
             continue
-        run, skipped, commands = summary.get(block.file, (0, 0, 0))
-        numbers = {n for t in block.tests() for n in block.lines_of(t)}
-        if numbers:
-            run += 1
+        tested, skipped, run, checked = summary.get(block.file, (0, 0, 0, 0))
+        ran = {n for t in block.tests() for n in block.lines_of(t, ('run', ))}
+        seen = {n for t in block.tests() for n in block.lines_of(t)}
+        if seen:
+            tested += 1
         else:
             skipped += 1
-        summary[block.file] = (run, skipped, commands + len(numbers))
+        summary[block.file] = (tested, skipped, run + len(ran),
+                               checked + len(seen - ran))
     return summary

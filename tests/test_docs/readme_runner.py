@@ -14,7 +14,10 @@ executes its commands in a :class:`placeholders.UserRoot`:
   that ``checkpoint_makers.shrink`` (tower widths) and ``shrink_run``
   (batches, iterations) make to the config (:func:`shrink_options`).
 * ``A && B``, ``cp SRC DST``, ``mkdir -p DIR`` and ``for X in ...; do
-  ...; done`` as the shell runs them (the loop body once per value, ``$X`` substituted).
+  ...; done`` as the shell runs them (the loop body once per value, ``$X``
+  substituted).
+* :meth:`ReadmeRunner.check`: a command that differs from one the runner
+  ran only in names is checked instead of run (``check`` markers).
 * Placeholders: ALL-CAPS words (``CHECKPOINT``, ``RUN``) take the test's
   ``subs``; a path the :class:`~placeholders.UserRoot` knows is made before
   the command runs. A placeholder without a value, or an input that no
@@ -38,10 +41,10 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 from unittest import mock
 
+from checkpoint_makers import (_cached_external_cfg_path, load_config, shrink,
+                               shrink_run)
 from mmengine.config import DictAction
 from readme_blocks import Block, Command
-
-from checkpoint_makers import load_config, shrink, shrink_run
 
 # Tools whose config argument is shrunk through --cfg-options.
 SHRUNK_TOOLS = ('tools/test.py', 'tools/train.py', 'tools/infer.py',
@@ -53,6 +56,7 @@ LOOP = re.compile(r'^for\s+(\w+)\s+in\s+(.*?);\s*do\s+(.*?);?\s*done$', re.S)
 FILE_LIKE = re.compile(r'(/|\.(pt|pth|bin|safetensors|json|npy|jpg|png|txt|'
                        r'py|tar|tsv)$)')
 TAIL = 6000
+EXTERNAL_CFG_PATH = 'mmengine.config.config._get_external_cfg_path'
 
 # (test node id) -> {(file, block index, command number)}
 EXECUTED: Dict[str, Set[Tuple[str, int, int]]] = defaultdict(set)
@@ -151,6 +155,10 @@ class ReadmeRunner:
         self.root = root
         self.subs = dict(subs or {})
         self.timings: List[Tuple[str, float]] = []
+        # (file, block, command) -> [(script, args, inputs)] of what ran
+        self.ran: Dict[Tuple[str, int, int], List[Tuple[str, List[str],
+                                                        Set[str]]]] = {}
+        self._scripts: List[Tuple[str, List[str], Set[str]]] = []
 
     def run(self,
             block: Block,
@@ -167,11 +175,70 @@ class ReadmeRunner:
         outputs = []
         for number in numbers:
             command = commands[number - 1]
+            self._scripts = []
             outputs.append(
-                self.run_command(block, command, dict(self.subs, **subs or
-                                                      {})))
+                self.run_command(block, command, dict(self.subs, **subs
+                                                      or {})))
+            self.ran[(block.file, block.index, number)] = self._scripts
             EXECUTED[current_test()].add((block.file, block.index, number))
         return outputs
+
+    def check(self,
+              block: Block,
+              lines: Sequence[int],
+              like: Tuple[Block, int],
+              subs: Optional[Dict[str, str]] = None) -> List[List[str]]:
+        """Check commands ``lines`` of ``block`` without running them
+        against command ``like`` (a block and its command number) that this
+        runner ran: the same script and options, each argument that differs
+        is a config that loads, an input this root can fill or holds (where
+        ``like`` read an existing file), or an output (where ``like`` wrote
+        one). Returns each checked command's arguments (placeholders
+        filled)."""
+        model, number = like
+        key = (model.file, model.index, number)
+        if len(self.ran.get(key, ())) != 1:
+            raise ReadmeError(f'{model.name} command {number} was not run '
+                              'as one python command by this runner')
+        script, model_args, inputs = self.ran[key][0]
+        commands = block.commands()
+        subs = dict(self.subs, **subs or {})
+        checked = []
+        for number in lines:
+            if not 1 <= number <= len(commands):
+                raise ReadmeError(f'{block.name} has {len(commands)} '
+                                  f'commands, not {number}: the README '
+                                  'changed')
+            command = commands[number - 1]
+            where = (f'{block.file}:{command.line} (block {block.index}, '
+                     f'command {number}: {command.text[:160]})')
+            argv = self._substitute(
+                shlex.split(command.text, comments=True), subs, where)
+            while argv and ASSIGNMENT.match(argv[0]):
+                argv = argv[1:]
+            if argv[:2] != ['python', script
+                            ] or len(argv) - 2 != len(model_args):
+                raise ReadmeError(f'{where}: not the shape of {model.name} '
+                                  f'command {like[1]} (python {script} with '
+                                  f'{len(model_args)} arguments)')
+            args = argv[2:]
+            for mine, theirs in zip(args, model_args):
+                if mine == theirs:
+                    continue
+                if theirs.startswith('-') or mine.startswith('-'):
+                    raise ReadmeError(f'{where}: option {mine} where the run '
+                                      f'command has {theirs}')
+                if re.match(r'^configs/.+\.py$', mine):
+                    load_config(mine)
+                elif theirs in inputs and not (self.root.knows(mine)
+                                               or osp.exists(
+                                                   self.root.abs(mine))):
+                    raise ReadmeError(
+                        f'{where}: input {mine} (where the run command read '
+                        f'{theirs}) is no placeholder and no command made it')
+            EXECUTED[current_test()].add((block.file, block.index, number))
+            checked.append(args)
+        return checked
 
     def run_command(self, block: Block, command: Command,
                     subs: Dict[str, str]) -> str:
@@ -245,8 +312,8 @@ class ReadmeRunner:
                 if not FILE_LIKE.search(token):
                     continue
                 if self.root.knows(token) or self.root.knows(token + '/'):
-                    self.root.fill(token if self.root.knows(token) else
-                                   token + '/')
+                    self.root.fill(
+                        token if self.root.knows(token) else token + '/')
                 elif not osp.exists(self.root.abs(token)):
                     missing.append(token)
         return missing
@@ -269,9 +336,15 @@ class ReadmeRunner:
         if not osp.isfile(path):
             raise ReadmeError(f'{where}: {script} does not exist')
         missing = self._fill(args)
+        inputs = {
+            a
+            for a in args
+            if FILE_LIKE.search(a) and osp.exists(self.root.abs(a))
+        }
+        self._scripts.append((script, list(args), inputs))
         if script in SHRUNK_TOOLS:
-            config = next((a for a in args if re.match(r'^configs/.+\.py$', a)),
-                          None)
+            config = next(
+                (a for a in args if re.match(r'^configs/.+\.py$', a)), None)
             if config is None:
                 raise ReadmeError(f'{where}: no configs/*.py argument')
             options = shrink_options(config)
@@ -298,7 +371,10 @@ class ReadmeRunner:
         environ = dict(MMLOCAT_FORMAT_CONFIG='0', **env)
         cwd = os.getcwd()
         code: object = 0
+        # mmengine reads every metafile of mmseg / mmdet for each 'pkg::'
+        # base (seconds per config): the same lookups, once per session
         with mock.patch.dict(os.environ, environ), \
+                mock.patch(EXTERNAL_CFG_PATH, _cached_external_cfg_path), \
                 mock.patch.object(sys, 'argv', [script] + list(args)), \
                 contextlib.redirect_stdout(_Tee(buffer, sys.stdout)), \
                 contextlib.redirect_stderr(_Tee(buffer, sys.stderr)):

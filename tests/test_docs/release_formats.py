@@ -66,8 +66,8 @@ def openai_clip(path: str, model_name: str, seed: int = 0) -> str:
     del model._buffers['attn_mask']
     model.attn_mask = mask
     size = cfg['vision_cfg']['image_size']
-    tokens = torch.zeros(1, cfg['text_cfg']['context_length'],
-                         dtype=torch.long)
+    tokens = torch.zeros(
+        1, cfg['text_cfg']['context_length'], dtype=torch.long)
     with torch.no_grad():
         archive = torch.jit.trace_module(
             model,
@@ -133,8 +133,8 @@ def eva_clip_pair(repo_path: str,
     trunk = geometry['trunk']
     timm_visual = checkpoint_filter_fn(dict(eva_visual), trunk)
     trunk.load_state_dict(timm_visual, strict=True)
-    weights = OrderedDict(('visual.trunk.' + k, v)
-                          for k, v in timm_visual.items())
+    weights = OrderedDict(
+        ('visual.trunk.' + k, v) for k, v in timm_visual.items())
     weights.update(text)
     model = open_clip.create_model(model_name, pretrained=None)
     model.load_state_dict(weights, strict=True)
@@ -157,8 +157,7 @@ def torchvision_vit(path: str, model_name: str = 'vit_b_16') -> str:
 
 def dino_backbone(path: str, model_name: str) -> str:
     """DINO's released backbone: a timm-layout ViT without a head."""
-    return _save(
-        sources.timm_vit_state_dict(model_name, num_classes=0), path)
+    return _save(sources.timm_vit_state_dict(model_name, num_classes=0), path)
 
 
 def dino_training(path: str) -> str:
@@ -186,8 +185,7 @@ def clipself_detector(path: str, model_cfg: Dict, embeddings: torch.Tensor,
     of its detector) for the EVA02-CLIP tower of the tiny ``model_cfg``
     (the shrunk config's model: its tower arch, taps and test settings).
     ``embeddings``: the ``(C + 1, D)`` rows its head holds."""
-    from _clipself_reference import (FViTReference, mmcv_checkpoint,
-                                     randomise_)
+    from _clipself_reference import FViTReference, mmcv_checkpoint, randomise_
     backbone = model_cfg['backbone']
     arch = backbone['arch']
     ref = FViTReference(

@@ -92,8 +92,8 @@ def test_infer_run_time_vocabulary(new_root):
         with open(root.abs(f'out/{name}.json')) as f:
             record = json.load(f)
         # every pixel labelled with one of the typed names
-        assert {c['cls'] for c in record['classes']
-                } <= {'cat', 'sofa', 'window'}
+        assert {c['cls']
+                for c in record['classes']} <= {'cat', 'sofa', 'window'}
         assert sum(c['pixels'] for c in record['classes']) == 96 * 128
 
 
