@@ -14,7 +14,7 @@ README names                                       the test makes (random
 =================================================  ==========================
 ``ViT-B-16.pt``, ``checkpoints/ViT-B-16.pt``,      OpenAI's TorchScript
 ``checkpoints/ViT-L-14.pt``                        release (QuickGELU)
-``ViT-B-16.bin``                                   open_clip state dict,
+``checkpoints/ViT-B-16.bin``                       open_clip state dict,
                                                    ``ViT-B-16`` (LAION, GELU)
 ``checkpoints/b16_fullcc2.5b.pt``, ``l14_...``     open_clip state dict,
                                                    MetaCLIP (QuickGELU)
@@ -49,7 +49,6 @@ import shutil
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
-
 import release_formats as rf
 from checkpoint_makers import MAKERS, Made, load_config, shrink, trained
 
@@ -198,7 +197,7 @@ PLACEHOLDERS: Dict[str, Maker] = {
     'checkpoints/ViT-L-14.pt':
     lambda root, p: rf.openai_clip(p, 'ViT-L-14-quickgelu'),
     # open_clip state dicts: LAION's exact-GELU B/16, MetaCLIP's fullcc
-    'ViT-B-16.bin':
+    'checkpoints/ViT-B-16.bin':
     lambda root, p: rf.open_clip_weights(p, 'ViT-B-16'),
     'checkpoints/b16_fullcc2.5b.pt':
     lambda root, p: rf.open_clip_weights(p, 'ViT-B-16-quickgelu', seed=1),
@@ -219,8 +218,7 @@ PLACEHOLDERS: Dict[str, Maker] = {
               'checkpoints/open_clip_EVA02-L-14-336.bin', 'EVA02-L-14-336'),
     # LocAtViT releases (timm with GAug, safetensors)
     'locatvit_tiny.safetensors':
-    lambda root, p: rf.timm_safetensors(
-        p, 'deit_tiny_patch16_224', gaug=True),
+    lambda root, p: rf.timm_safetensors(p, 'deit_tiny_patch16_224', gaug=True),
     'locatvit_base.safetensors':
     lambda root, p: rf.timm_safetensors(p, 'vit_base_patch16_224', gaug=True),
     # the LaSt-ViT release (torchvision vit_b_16)
@@ -275,14 +273,20 @@ TRAINED = (
 # Outputs of a user's training runs the READMEs test: the recipe's
 # training checkpoint (checkpoint_makers.trained).
 RUNS: Dict[str, str] = {
-    'locat-b.pth': 'configs/locat/locat-b_8xb128_in1k.py',
-    'upernet.pth': 'configs/locat/upernet_locat-b_ade20k.py',
+    'locat-b.pth':
+    'configs/locat/locat-b_8xb128_in1k.py',
+    'upernet.pth':
+    'configs/locat/upernet_locat-b_ade20k.py',
     'work_dirs/probe_locat-t_ade20k/iter_20000.pth':
     'configs/locat/probe_locat-t_ade20k.py',
     'work_dirs/clip_last-b16_8xb64_cc3m/iter_11550.pth':
     'configs/last/clip_last-b16_8xb64_cc3m.py',
     'work_dirs/clip_cls-b16_8xb64_cc3m/iter_11550.pth':
     'configs/last/clip_cls-b16_8xb64_cc3m.py',
+    'work_dirs/fvit_clip-b16_ov-coco/epoch_3.pth':
+    'configs/ovd/fvit_clip-b16_ov-coco.py',
+    'work_dirs/fvit_eva02-clip-b16_ov-coco/epoch_3.pth':
+    'configs/ovd/fvit_eva02-clip-b16_ov-coco.py',
 }
 
 
