@@ -9,6 +9,7 @@ coarse segmentation and PiB run on the converted DINO / supervised towers;
 the LaSt-CLIP conversions record the file the text tower reads.
 """
 import hashlib
+import json
 import os
 import os.path as osp
 import shutil
@@ -186,10 +187,6 @@ def test_lastclip_conversion(new_root):
             root.abs(f'checkpoints/{text}')), converted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='needs formats25: the LaSt-CLIP recipe\'s text tower reads '
-    'OpenAI\'s TorchScript checkpoints/ViT-B-16.pt')
 def test_unlocked_text_tower(new_root, monkeypatch):
     """A run with ``model.lock_text=False`` converts with ``--text-out`` and
     its text tower dumps the ImageNet embeddings."""
@@ -207,14 +204,24 @@ def test_unlocked_text_tower(new_root, monkeypatch):
         save_training_checkpoint(
             model, cfg, 'work_dirs/clip_last-b16_unlocked/iter_11550.pth')
     runner.run(block('--text-out checkpoints/last-clip-vit-b16_text.pth'))
-    assert osp.isfile(
-        root.abs('data/imagenet/embeddings/imagenet_last-clip-vit-b16.npy'))
+    meta = torch.load(
+        root.abs('checkpoints/last-clip-vit-b16_mmlocat.pth'),
+        map_location='cpu',
+        weights_only=False)['meta']
+    # the image tower names the trained text tower, which the dump read
+    assert meta['clip']['sha256'] == _sha256(
+        root.abs('checkpoints/last-clip-vit-b16_text.pth'))
+    with open(
+            root.abs('data/imagenet/embeddings/'
+                     'imagenet_last-clip-vit-b16.json')) as f:
+        record = json.load(f)
+    assert record['text_model']['sha256'] == meta['clip']['sha256']
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason='needs formats25: dump_text_embeddings.py --imagenet and the '
-    'LaSt-CLIP text tower read OpenAI\'s TorchScript ViT-B-16.pt')
+    reason='needs formats25: dump_text_embeddings.py --imagenet reads '
+    'OpenAI\'s TorchScript ViT-B-16.pt')
 def test_zeroshot_imagenet(new_root):
     root = new_root()
     runner = ReadmeRunner(root)

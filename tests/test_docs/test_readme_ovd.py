@@ -69,7 +69,7 @@ def test_laion_chain(new_root):
 
 @pytest.mark.xfail(
     strict=True,
-    reason='issue 25 formats25: dump_text_embeddings.py reads OpenAI\'s '
+    reason='needs formats25: dump_text_embeddings.py reads OpenAI\'s '
     'TorchScript ViT-B-16.pt')
 def test_openai_chain(new_root):
     """OpenAI's TorchScript release, end to end (QuickGELU)."""
@@ -100,7 +100,7 @@ def test_clipself_detectors(new_root):
 
 @pytest.mark.xfail(
     strict=True,
-    reason='issue 25 formats25: the EVA repo\'s image tower and open_clip\'s '
+    reason='needs formats25: the EVA repo\'s image tower and open_clip\'s '
     'text tower of one EVA02-CLIP accepted as one CLIP')
 def test_eva02_chain(new_root):
     """The EVA repo's image tower with open_clip's text tower of the same

@@ -81,7 +81,7 @@ def test_infer(new_root):
 
 @pytest.mark.xfail(
     strict=True,
-    reason='issue 25 formats25: the run-time vocabulary reads the OpenAI '
+    reason='needs formats25: the run-time vocabulary reads the OpenAI '
     'TorchScript text tower the CLIP checkpoint records')
 def test_infer_run_time_vocabulary(new_root):
     root = new_root()
@@ -99,7 +99,7 @@ def test_infer_run_time_vocabulary(new_root):
 
 @pytest.mark.xfail(
     strict=True,
-    reason='issue 25 formats25: make_tiny_datasets.py on a fresh root (COCO '
+    reason='needs formats25: make_tiny_datasets.py on a fresh root (COCO '
     'and COCO-Object share data/tiny/coco)')
 def test_make_tiny_datasets(new_root):
     root = new_root()
