@@ -76,11 +76,29 @@ def test_zeroshot(new_root):
         ]
         dump_lines += runner.check(
             dump_block, _others(dump_block, run), like=(dump_block, run[0]))
-    # each dump writes the file its config reads
+    # each dump writes the file its config reads, with the text tower of
+    # the file its image tower was converted from (a LaSt / CLS twin: its
+    # baseline's, the recipes lock the text tower)
     assert len(dump_lines) == 96
+    text_towers = {}
     for args in dump_lines:
-        cfg = load_config(args[args.index('--seg-config') + 1])
+        config = args[args.index('--seg-config') + 1]
+        cfg = load_config(config)
         assert args[-1] == cfg.model.text_embeddings, args
+        text_towers[config] = (args[args.index('--model') + 1],
+                               args[args.index('--pretrained') + 1])
+    for config, (model, pretrained) in text_towers.items():
+        for twin in ('last-', 'cls-'):
+            config = config.replace(ZEROSHOT + twin, ZEROSHOT)
+        if text_towers[config] != (model, pretrained):
+            raise AssertionError(f'{config}: {model} {pretrained}, its '
+                                 f'baseline {text_towers[config]}')
+        tower = load_config(config).model.backbone.init_cfg.checkpoint
+        record = torch.load(
+            root.abs(tower), map_location='cpu',
+            weights_only=False)['meta']['clip']
+        assert record['name'] == model, (config, record)
+        assert record['sha256'] == _sha256(root.abs(pretrained)), config
     test_block = tests()
     outputs = runner.run(test_block, lines=[31, 32, 55])
     assert all('mIoU' in out for out in outputs)
