@@ -90,11 +90,11 @@ def spec_citations(rel: str, text: str) -> List[str]:
     """``file:line: text`` of every citation of the external documents
     (a phrase may wrap over two lines)."""
     lines = text.splitlines()
-    found = []
-    for match in SPEC_CITATION.finditer(text):
-        number = text.count('\n', 0, match.start()) + 1
-        found.append(f'{rel}:{number}: {lines[number - 1].strip()}')
-    return found
+    numbers = sorted({
+        text.count('\n', 0, match.start()) + 1
+        for match in SPEC_CITATION.finditer(text)
+    })
+    return [f'{rel}:{n}: {lines[n - 1].strip()}' for n in numbers]
 
 
 def method_citations(rel: str, text: str) -> List[Citation]:
