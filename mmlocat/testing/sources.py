@@ -54,7 +54,8 @@ def _tiny_timm_kwargs() -> dict:
 
 
 def _gaug_linear(in_features: int, out_features: int) -> nn.Linear:
-    # spec/locat.md section 1: trunc-normal 0.02 weights, zero bias
+    # docs/method.md#gaug-gaussian-locality-bias: trunc-normal 0.02
+    # weights, zero bias
     layer = nn.Linear(in_features, out_features)
     nn.init.trunc_normal_(layer.weight, std=0.02)
     nn.init.zeros_(layer.bias)
@@ -74,8 +75,9 @@ def timm_vit_state_dict(model_name: str,
         gaug: Add the public LocAtViT's GAug weights to every block
             (``blocks.i.attn.gaug.log_var`` = ``Linear(d, 2)``,
             ``blocks.i.attn.gaug.log_alpha`` = ``Linear(d, 1)``, ``d`` the
-            head width; spec/locat.md section 1): the layout of the released
-            ``locatvit_*`` checkpoints, which are timm ViTs plus GAug.
+            head width; ``docs/method.md#gaug-gaussian-locality-bias``):
+            the layout of the released ``locatvit_*`` checkpoints, which
+            are timm ViTs plus GAug.
         seed: Random seed.
         **kwargs: More ``timm.create_model`` arguments.
     """

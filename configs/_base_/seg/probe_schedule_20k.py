@@ -1,5 +1,5 @@
-# Probe optimisation (spec/locat.md section 4): AdamW lr 1e-3 wd 0.01,
-# one-cycle with 25% linear warm-up, 20k iterations, batch 32 (8 x 4).
+# Probe optimisation (docs/method.md#frozen-segmentation-probe): AdamW lr 1e-3
+# wd 0.01, one-cycle with 25% linear warm-up, 20k iterations, batch 32 (8 x 4).
 _base_ = 'mmseg::_base_/schedules/schedule_20k.py'
 
 optim_wrapper = dict(
