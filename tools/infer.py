@@ -25,7 +25,7 @@ named, skipped and counted; the exit status is then 1. See
 import argparse
 import sys
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import MMLocatInferencer
 from mmlocat.apis.cli import add_model_options
 from mmlocat.utils.checkpoint_io import run_cli

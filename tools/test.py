@@ -20,10 +20,11 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.launch import load_config, setup_cpu_distributed
+from mmlocat.utils.launch import (add_weights_only_checkpoint_hook,
+                                  load_config, setup_cpu_distributed)
 from mmlocat.utils.pretrained import check_checkpoint_covers
 
 
@@ -101,6 +102,7 @@ def main() -> None:
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
     cfg.load_from = args.checkpoint
+    add_weights_only_checkpoint_hook(cfg)  # reads training checkpoints
     if args.show or args.show_dir:
         enable_visualization(cfg, args)
 

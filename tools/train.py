@@ -14,7 +14,7 @@ from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.dataset_check import check_before_run
 from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import CheckpointWriteError

@@ -24,6 +24,8 @@ from typing import (BinaryIO, Callable, Dict, Iterable, List, NamedTuple,
 import torch
 from torch import nn
 
+from .safe_load import mmengine_checkpoint_globals
+
 __all__ = [
     'read_checkpoint', 'read_state_dict', 'save_checkpoint', 'strip_prefix',
     'LoadReport', 'load_state_dict_reported', 'sniff_checkpoint',
@@ -120,8 +122,8 @@ def _read_safetensors(path: str) -> dict:
 def _read_torch(path: str, kind: str, safe_globals: Sequence = ()) -> object:
     try:
         # a file object: torch would go by a '.safetensors' name otherwise
-        with open(path, 'rb') as f, torch.serialization.safe_globals(
-                list(safe_globals)):
+        with open(path, 'rb') as f, mmengine_checkpoint_globals(), \
+                torch.serialization.safe_globals(list(safe_globals)):
             return torch.load(f, map_location='cpu', weights_only=True)
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as e:
         raise ValueError(f'{path} is a PyTorch file that cannot be read '

@@ -17,6 +17,8 @@ from typing import Dict, Optional
 
 import torch
 
+from .safe_load import mmengine_checkpoint_globals
+
 __all__ = [
     'file_sha256', 'read_checkpoint_meta', 'clip_provenance',
     'check_same_clip', 'check_checkpoint_clip', 'check_prompt_recipe'
@@ -42,8 +44,9 @@ def read_checkpoint_meta(path: str) -> Dict:
     if not osp.isfile(path):
         return {}
     try:
-        obj = torch.load(
-            path, map_location='cpu', mmap=True, weights_only=True)
+        with mmengine_checkpoint_globals():
+            obj = torch.load(
+                path, map_location='cpu', mmap=True, weights_only=True)
     except Exception:  # not a zip-format torch file: no meta to read
         return {}
     meta = obj.get('meta') if isinstance(obj, dict) else None

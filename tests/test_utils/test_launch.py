@@ -77,7 +77,7 @@ def test_shipped_configs_become_resumable(config):
     hooks = [h['type'] for h in cfg.custom_hooks]
     assert hooks.count('mmlocat.RNGStateHook') == 1
     assert hooks.count('mmlocat.PreemptionHook') == 1
-    assert hooks.count('mmlocat.SchedulerStateHook') == 1
+    assert hooks.count('mmlocat.WeightsOnlyCheckpointHook') == 1
     assert cfg.default_hooks.checkpoint.type == 'mmlocat.AtomicCheckpointHook'
     loop = RESUMABLE[config]
     if loop.startswith('mmlocat.'):
@@ -110,7 +110,7 @@ def test_other_loops_and_hooks_are_kept():
     assert cfg.custom_hooks == [
         dict(type='mmlocat.PreemptionHook', requeue=False),
         dict(type='mmlocat.RNGStateHook'),
-        dict(type='mmlocat.SchedulerStateHook')
+        dict(type='mmlocat.WeightsOnlyCheckpointHook')
     ]
 
 

@@ -17,6 +17,6 @@ param_scheduler = [
 ]
 # OneCycle keeps a function in its state: the hook stores it by name so the
 # checkpoints load under torch's weights-only default (resume, test.py).
-custom_hooks = [dict(type='mmlocat.SchedulerStateHook')]
+custom_hooks = [dict(type='mmlocat.WeightsOnlyCheckpointHook')]
 # Batch sizes (8 GPUs x 4 images) are set by the dataset configs: mmengine
 # rejects a key defined in two bases of one file.

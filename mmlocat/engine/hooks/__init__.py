@@ -4,13 +4,13 @@ from .gaug_stats_hook import GAugStatsHook
 from .ov_label_space_hook import OVLabelSpaceHook
 from .preemption_hook import PreemptionHook
 from .rng_state_hook import RNGStateHook
-from .scheduler_state_hook import SchedulerStateHook
 from .skipped_files_hook import SkippedFilesHook
+from .weights_only_checkpoint_hook import WeightsOnlyCheckpointHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
 __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'CLIPProvenanceHook',
     'GAugStatsHook', 'LogitScaleClampHook', 'OVLabelSpaceHook',
-    'PreemptionHook', 'RNGStateHook', 'SchedulerStateHook', 'SkippedFilesHook',
-    'ZeroShotClassCheckHook'
+    'PreemptionHook', 'RNGStateHook', 'SkippedFilesHook',
+    'WeightsOnlyCheckpointHook', 'ZeroShotClassCheckHook'
 ]

@@ -234,8 +234,6 @@ def load_training_checkpoint(path: str) -> Dict:
     torch's weights-only unpickler (mmengine's message-hub types allowed).
     """
     from mmlocat.utils.checkpoint_io import read_state_dict
-    from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
-    allow_mmengine_checkpoint_globals()
     state_dict = read_state_dict(path)
     return dict(
         state_dict=state_dict,
