@@ -196,7 +196,8 @@ def _shapes(state_dict):
                                             ('ViT-L-14-336', 336, 'gelu')])
 def test_clip_l14_converts(name, img, act):
     settings = clip_tower_settings(open_clip_model_config(name))
-    assert settings == dict(layout='openai', act=act, timm_model_name=None)
+    assert settings == dict(
+        layout='openai', act=act, timm_model_name=None, text_act=act)
     converted = convert_clip(_meta_model(name).state_dict())
     with torch.device('meta'):
         ours = CLIPViT(arch='l', patch_size=14, img_size=img, act=act)
