@@ -9,7 +9,8 @@ from mmengine.config import Config
 
 __all__ = [
     'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook',
-    'make_training_resumable', 'resolve_resume', 'launcher_rank'
+    'make_training_resumable', 'add_vocabulary_record_hook', 'resolve_resume',
+    'launcher_rank'
 ]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
@@ -97,6 +98,13 @@ def add_rng_state_hook(cfg: Config) -> None:
     continues bit-identically.
     """
     _add_custom_hook(cfg, 'RNGStateHook')
+
+
+def add_vocabulary_record_hook(cfg: Config) -> None:
+    """Add :class:`mmlocat.engine.VocabularyRecordHook` unless the config
+    has it: checkpoints then record the text-embedding files the model was
+    trained with, which ``tools/test.py`` / ``tools/infer.py`` check."""
+    _add_custom_hook(cfg, 'VocabularyRecordHook')
 
 
 # mmengine's own classes, which the mmlocat subclasses replace one to one

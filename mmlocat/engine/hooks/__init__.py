@@ -6,11 +6,12 @@ from .preemption_hook import PreemptionHook
 from .rng_state_hook import RNGStateHook
 from .scheduler_state_hook import SchedulerStateHook
 from .skipped_files_hook import SkippedFilesHook
+from .vocabulary_hook import VocabularyRecordHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
 __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'CLIPProvenanceHook',
     'GAugStatsHook', 'LogitScaleClampHook', 'OVLabelSpaceHook',
     'PreemptionHook', 'RNGStateHook', 'SchedulerStateHook', 'SkippedFilesHook',
-    'ZeroShotClassCheckHook'
+    'VocabularyRecordHook', 'ZeroShotClassCheckHook'
 ]
