@@ -30,7 +30,7 @@ import sys
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
 from mmlocat.apis import MMLocatInferencer
 from mmlocat.apis.cli import add_model_options
-from mmlocat.engine.vocabulary_record import ALLOW_OPTION
+from mmlocat.datasets.vocabulary_record import ALLOW_OPTION
 from mmlocat.utils.checkpoint_io import run_cli
 
 

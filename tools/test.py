@@ -7,7 +7,8 @@ dict) stops the run before any metric is computed, unless
 reported). The text-embedding files an open-vocabulary model reads must be
 those it was trained with (the checkpoint's ``meta['vocabulary']``, see
 ``mmlocat.VocabularyRecordHook``): a changed or reordered file stops the run,
-naming both hashes, unless ``--allow-vocabulary-change`` is given. ``--show-dir`` switches on the host's own visualization hook (mmseg
+naming both hashes, unless ``--allow-vocabulary-change`` is given.
+``--show-dir`` switches on the host's own visualization hook (mmseg
 ``SegVisualizationHook``, mmdet ``DetVisualizationHook``, mmpretrain
 ``VisualizationHook``); ``--out`` dumps the predictions as a pickle through
 mmengine's ``DumpResults``.
@@ -24,8 +25,8 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+from mmlocat.datasets.vocabulary_record import ALLOW_OPTION, check_vocabulary
 from mmlocat.engine.data_guard import guard_runner_data
-from mmlocat.engine.vocabulary_record import ALLOW_OPTION, check_vocabulary
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.launch import load_config, setup_cpu_distributed
 from mmlocat.utils.pretrained import check_checkpoint_covers

@@ -49,7 +49,7 @@ from mmengine.registry import DefaultScope
 from mmengine.structures import PixelData
 
 from mmlocat.datasets.text_embeddings import BACKGROUND, load_query_embeddings
-from mmlocat.engine.vocabulary_record import check_vocabulary
+from mmlocat.datasets.vocabulary_record import check_vocabulary
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint

@@ -1,9 +1,9 @@
 """Write the model's vocabulary files into every checkpoint
-(:mod:`mmlocat.engine.vocabulary_record`)."""
+(:mod:`mmlocat.datasets.vocabulary_record`)."""
 from mmengine.hooks import Hook
 
-from mmlocat.engine.vocabulary_record import (VOCABULARY_KEY,
-                                              vocabulary_record)
+from mmlocat.datasets.vocabulary_record import (VOCABULARY_KEY,
+                                                vocabulary_record)
 from mmlocat.registry import HOOKS
 
 __all__ = ['VocabularyRecordHook']
@@ -12,7 +12,7 @@ __all__ = ['VocabularyRecordHook']
 @HOOKS.register_module()
 class VocabularyRecordHook(Hook):
     """Record the text-embedding and class-name files the model read (their
-    sha256 and row names, :func:`~mmlocat.engine.vocabulary_record.
+    sha256 and row names, :func:`~mmlocat.datasets.vocabulary_record.
     vocabulary_record`) in ``checkpoint['meta']['vocabulary']``, which
     ``tools/test.py`` and ``tools/infer.py`` compare with the files they
     are given.
@@ -34,5 +34,5 @@ class VocabularyRecordHook(Hook):
         if self._record is None:  # saved before training started
             self._record = vocabulary_record(runner.model)
         if self._record:
-            checkpoint.setdefault('meta', {})[VOCABULARY_KEY] = dict(
-                self._record)
+            checkpoint.setdefault('meta',
+                                  {})[VOCABULARY_KEY] = dict(self._record)

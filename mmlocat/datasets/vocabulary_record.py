@@ -15,8 +15,11 @@ attribute named in :data:`FILE_ATTRS`) with its sha256 and its row names;
 and refuses a changed or reordered file, naming both hashes and the classes
 that differ, unless the change is allowed. A checkpoint without the record
 (trained before it existed, or converted) is accepted with a one-line note;
-one converted by ``clipself_fvit2mmlocat.py`` is checked against the class
-embeddings it recorded (``meta['clipself_fvit']``).
+``clipself_fvit2mmlocat.py`` records the embedding file it checked or
+exported (``--text-embeddings`` / ``--export-embeddings``) like training
+does, and without one its record of F-ViT's own class embeddings
+(``meta['clipself_fvit']``: the rows' float32 sha256) is compared with the
+file's rows.
 """
 import logging
 import os.path as osp
@@ -26,12 +29,12 @@ import numpy as np
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
-from mmlocat.datasets import text_embeddings as te
 from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
+from . import text_embeddings as te
 
 __all__ = [
     'VOCABULARY_KEY', 'FILE_ATTRS', 'vocabulary_files', 'vocabulary_record',
-    'check_vocabulary', 'ALLOW_OPTION'
+    'file_record', 'check_vocabulary', 'ALLOW_OPTION'
 ]
 
 #: ``meta`` key of the record.
@@ -67,13 +70,20 @@ def _row_names(role: str, path: str) -> List[str]:
     return te.read_class_names(path)
 
 
+def file_record(role: str, path: str) -> Dict:
+    """``{'file', 'sha256', 'names'}`` of one file read as ``role``: its
+    path, the sha256 of its bytes (the ``.npy`` of an embedding file) and
+    its row names (an embedding file's sidecar); a file differs from its
+    record when either differs."""
+    return dict(
+        file=path, sha256=file_sha256(path), names=_row_names(role, path))
+
+
 def vocabulary_record(model) -> Dict[str, Dict]:
-    """``{role: {'file', 'sha256', 'names'}}`` of every file ``model`` read
-    (:func:`vocabulary_files`): its path, the sha256 of its bytes (the
-    ``.npy`` of an embedding file) and its row names."""
+    """``{role: file_record}`` (:func:`file_record`) of every file
+    ``model`` read (:func:`vocabulary_files`)."""
     return {
-        role: dict(
-            file=path, sha256=file_sha256(path), names=_row_names(role, path))
+        role: file_record(role, path)
         for role, path in sorted(vocabulary_files(model).items())
     }
 
@@ -101,17 +111,20 @@ def _compare(role: str, now: Optional[Dict], then: Optional[Dict],
              checkpoint: str) -> Optional[str]:
     """The difference of one file from its record, or None."""
     if now is None:
-        return (f'{checkpoint} was trained with {role} {then["file"]} '
-                f'(sha256 {then["sha256"]}) but the model reads none now')
+        return (f'{checkpoint} records {role} {then["file"]} (sha256 '
+                f'{then["sha256"]}) but the model reads none now')
     if then is None:
-        return (f'{role} {now["file"]} (sha256 {now["sha256"]}) was not read '
-                f'in training ({checkpoint} records no {role})')
-    if now['sha256'] == then['sha256']:
+        return (f'the model reads {role} {now["file"]} (sha256 '
+                f'{now["sha256"]}), which {checkpoint} does not record')
+    names_now, names_then = list(now['names']), list(then['names'])
+    if now['sha256'] == then['sha256'] and names_now == names_then:
         return None
-    return (f'{checkpoint} was trained with {role} {then["file"]} (sha256 '
+    difference = _name_difference(names_now, names_then)
+    if now['sha256'] == then['sha256']:  # the sidecar names the rows anew
+        difference = 'the same rows, named differently: ' + difference
+    return (f'{checkpoint} records {role} {then["file"]} (sha256 '
             f'{then["sha256"]}) but the model reads {now["file"]} (sha256 '
-            f'{now["sha256"]}): ' +
-            _name_difference(list(now['names']), list(then['names'])))
+            f'{now["sha256"]}): {difference}')
 
 
 def _rows_sha256(path: str) -> str:
@@ -139,9 +152,7 @@ def _compare_clipself(files: Dict[str, str], record: Dict,
         detail = ''
         classes = record.get('classes')
         if classes:
-            names = [
-                n for n in _row_names(role, path) if n != te.BACKGROUND
-            ]
+            names = [n for n in _row_names(role, path) if n != te.BACKGROUND]
             detail = ': ' + _name_difference(names, list(classes))
         problems.append(
             f'{checkpoint} was converted from an F-ViT checkpoint whose '
@@ -190,15 +201,14 @@ def check_vocabulary(model,
     else:
         now = vocabulary_record(model)
         problems = [
-            p for p in (_compare(role, now.get(role), recorded.get(role),
-                                 checkpoint)
-                        for role in sorted(set(now) | set(recorded)))
-            if p is not None
+            p for p in (
+                _compare(role, now.get(role), recorded.get(role), checkpoint)
+                for role in sorted(set(now) | set(recorded))) if p is not None
         ]
     if problems and not allow_change:
         raise ValueError(
-            'the vocabulary changed since training: ' + '; '.join(problems) +
-            f'. Test with the files the model was trained with, or pass '
+            'the vocabulary is not the checkpoint\'s: ' + '; '.join(problems) +
+            f'. Test with the files the checkpoint records, or pass '
             f'{ALLOW_OPTION} to evaluate with the new ones')
     for problem in problems:
         print_log(
