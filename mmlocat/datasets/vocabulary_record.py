@@ -200,10 +200,21 @@ def check_vocabulary(model,
         return []
     else:
         now = vocabulary_record(model)
+        roles = set(now) | set(recorded)
+        if meta.get('converter'):
+            # a converter records only the files it saw (the class
+            # embeddings); the others are the config's, used as given
+            for role in sorted(set(now) - set(recorded)):
+                print_log(
+                    f'vocabulary: {checkpoint} (converted by '
+                    f'{meta["converter"]}) records no {role}: '
+                    f'{now[role]["file"]} used as given',
+                    logger=logger)
+            roles = set(recorded)
         problems = [
             p for p in (
                 _compare(role, now.get(role), recorded.get(role), checkpoint)
-                for role in sorted(set(now) | set(recorded))) if p is not None
+                for role in sorted(roles)) if p is not None
         ]
     if problems and not allow_change:
         raise ValueError(

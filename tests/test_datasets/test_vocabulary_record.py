@@ -167,3 +167,40 @@ def test_checkpoints_without_a_record(trained, tmp_path):
         f'the model reads {EMB} {trained.emb} whose rows have sha256 '
         f'{found}: the same names in the same order with other values') in str(
             err.value)
+
+
+def test_a_converted_record_covers_only_its_files(trained, tmp_path):
+    """clipself_fvit2mmlocat.py records the class embeddings it saw; a
+    base-class file the config adds is used as given for a converted
+    checkpoint, refused for a trained one (training records every file)."""
+    only_emb = {EMB: trained.record[EMB]}
+    converted = _checkpoint(
+        tmp_path / 'converted.pth',
+        dict(converter='clipself_fvit2mmlocat', **{VOCABULARY_KEY: only_emb}))
+    model = _model(trained.emb, trained.base)
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda r: messages.append(r.getMessage())
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    try:
+        assert check_vocabulary(model, converted) == []
+    finally:
+        logger.removeHandler(handler)
+    assert (f'vocabulary: {converted} (converted by clipself_fvit2mmlocat) '
+            f'records no {BASE}: {trained.base} used as given') in messages
+    trained_only_emb = _checkpoint(tmp_path / 'trained.pth',
+                                   {VOCABULARY_KEY: only_emb})
+    with pytest.raises(
+            ValueError,
+            match=rf'the model reads {BASE} .*emb\.base\.json \(sha256 '
+            rf'{trained.record[BASE]["sha256"]}\), which .*trained\.pth '
+            'does not record'):
+        check_vocabulary(model, trained_only_emb)
+    # the embedding file the converter recorded is still compared
+    write_embeddings(trained.emb, NAMES, seed=5)
+    with pytest.raises(
+            ValueError,
+            match=rf'{converted} records {EMB} .* the same names in the '
+            'same order with other values'):
+        check_vocabulary(_model(trained.emb, trained.base), converted)
