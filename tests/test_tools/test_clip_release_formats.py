@@ -120,6 +120,8 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
     other = _perturbed(model.state_dict(), tmp_path / 'changed.bin',
                        'transformer.resblocks.0.attn.in_proj_weight')
     emb = _dump(run, tmp_path, quick, other, 'changed.npy')
+    assert read_text_model(emb)['text_sha256'] == file_text_sha256(other)
+    assert file_text_sha256(other) != fingerprint
     with pytest.raises(ValueError) as err:
         check_checkpoint_clip(read_text_model(emb), emb, image)
     assert (f'come from the CLIP text tower {file_text_sha256(other)} '
