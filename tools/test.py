@@ -122,18 +122,20 @@ def main() -> None:
         runner = Runner.from_cfg(cfg)
     model = runner.model.module if is_model_wrapper(
         runner.model) else runner.model
-    run_cli(
-        'test.py', lambda: check_checkpoint_covers(
+
+    def check_checkpoint():
+        check_checkpoint_covers(
             model,
             args.checkpoint,
             allow_partial=args.allow_partial_checkpoint,
-            logger=runner.logger))
-    run_cli(
-        'test.py', lambda: check_vocabulary(
+            logger=runner.logger)
+        check_vocabulary(
             model,
             args.checkpoint,
             allow_change=args.allow_vocabulary_change,
-            logger=runner.logger))
+            logger=runner.logger)
+
+    run_cli('test.py', check_checkpoint)
     guard_runner_data(runner, 'raise')
     if args.out is not None:
         runner.test_evaluator.metrics.append(

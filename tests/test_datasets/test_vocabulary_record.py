@@ -42,6 +42,20 @@ def _checkpoint(path, meta):
     return str(path)
 
 
+def _logged(call):
+    """``call()``'s result and the ``(level, message)`` records it logged
+    to the current logger."""
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda r: messages.append((r.levelno, r.getMessage()))
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    try:
+        return call(), messages
+    finally:
+        logger.removeHandler(handler)
+
+
 @pytest.fixture
 def trained(tmp_path):
     """A model, its files and a checkpoint recording them."""
@@ -87,15 +101,8 @@ def test_regenerated_values_are_refused_unless_allowed(trained, tmp_path):
         'with other values (regenerated with another CLIP, prompts or '
         'weights?). Test with the files the checkpoint records, or pass '
         '--allow-vocabulary-change to evaluate with the new ones')
-    messages = []
-    handler = logging.Handler()
-    handler.emit = lambda r: messages.append((r.levelno, r.getMessage()))
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
-        problems = check_vocabulary(model, trained.ckpt, allow_change=True)
-    finally:
-        logger.removeHandler(handler)
+    problems, messages = _logged(
+        lambda: check_vocabulary(model, trained.ckpt, allow_change=True))
     assert len(problems) == 1 and then in problems[0] and now in problems[0]
     assert (logging.WARNING, 'vocabulary changed '
             f'(--allow-vocabulary-change): {problems[0]}') in messages
@@ -134,17 +141,12 @@ def test_reordered_other_classes_and_base_are_named(trained, tmp_path):
 
 def test_checkpoints_without_a_record(trained, tmp_path):
     old = _checkpoint(tmp_path / 'old.pth', dict(epoch=3))
-    messages = []
-    handler = logging.Handler()
-    handler.emit = lambda r: messages.append(r.getMessage())
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
-        assert check_vocabulary(_model(trained.emb), old) == []
-    finally:
-        logger.removeHandler(handler)
-    assert f'vocabulary: {old} records no vocabulary (trained before mmlocat '\
-        f'recorded it, or converted): {trained.emb} used as given' in messages
+    problems, messages = _logged(
+        lambda: check_vocabulary(_model(trained.emb), old))
+    assert problems == []
+    assert (logging.INFO, f'vocabulary: {old} records no vocabulary (trained '
+            f'before mmlocat recorded it, or converted): {trained.emb} used '
+            'as given') in messages
     # converted by clipself_fvit2mmlocat.py: its record of F-ViT's rows
     rows = np.load(trained.emb).astype(np.float32)
     clipself = dict(
@@ -178,16 +180,10 @@ def test_a_converted_record_covers_only_its_files(trained, tmp_path):
         tmp_path / 'converted.pth',
         dict(converter='clipself_fvit2mmlocat', **{VOCABULARY_KEY: only_emb}))
     model = _model(trained.emb, trained.base)
-    messages = []
-    handler = logging.Handler()
-    handler.emit = lambda r: messages.append(r.getMessage())
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
-        assert check_vocabulary(model, converted) == []
-    finally:
-        logger.removeHandler(handler)
-    assert (f'vocabulary: {converted} (converted by clipself_fvit2mmlocat) '
+    problems, messages = _logged(lambda: check_vocabulary(model, converted))
+    assert problems == []
+    assert (logging.INFO,
+            f'vocabulary: {converted} (converted by clipself_fvit2mmlocat) '
             f'records no {BASE}: {trained.base} used as given') in messages
     trained_only_emb = _checkpoint(tmp_path / 'trained.pth',
                                    {VOCABULARY_KEY: only_emb})
