@@ -36,10 +36,9 @@ from mmlocat.utils.provenance import (clip_provenance, file_sha256,
 
 __all__ = [
     'parse_vocabulary', 'open_clip_encoder', 'TextEncoder', 'encoder_record',
-    'register_model_config',
-    'recorded_text_model', 'resolve_text_model', 'vocabulary_embeddings',
-    'apply_vocabulary', 'apply_zero_shot_vocabulary', 'default_cache_dir',
-    'embeddings_file', 'is_zero_shot_config'
+    'register_model_config', 'recorded_text_model', 'resolve_text_model',
+    'vocabulary_embeddings', 'apply_vocabulary', 'apply_zero_shot_vocabulary',
+    'default_cache_dir', 'embeddings_file', 'is_zero_shot_config'
 ]
 
 Encoder = Callable[[List[str]], object]
@@ -315,8 +314,10 @@ def _check_recorded_weights(record: Dict, where: str, name: str,
     if expected:
         found = file_text_sha256(weights)
         if found != expected:
+            held = (f'holds the text tower {found}'
+                    if found else 'holds no CLIP text tower')
             raise ValueError(
-                f'{weights} holds the text tower {found} but {where} records '
+                f'{weights} {held} but {where} records the text tower '
                 f'{expected} (of {record.get("weights")}) for CLIP {name}: '
                 "pass the text weights of the detector's CLIP")
         return
