@@ -68,8 +68,8 @@ def write_coco_object(root: str, num_train: int, num_val: int,
     """Write COCO instances (see ``write_coco``) and convert both splits.
     """
     return derive_coco_object(
-        root, write_coco(root, num_train, num_val, img_size, seed,
-                         **coco_options))
+        root,
+        write_coco(root, num_train, num_val, img_size, seed, **coco_options))
 
 
 def write_coco_object_stuff(root: str, num_train: int, num_val: int,
@@ -78,5 +78,6 @@ def write_coco_object_stuff(root: str, num_train: int, num_val: int,
     """Write COCO-Stuff-164k (see ``write_coco_stuff``) and convert the
     original maps of both splits."""
     return derive_coco_object_stuff(
-        root, write_coco_stuff(root, num_train, num_val, img_size, seed,
-                               **stuff_options))
+        root,
+        write_coco_stuff(root, num_train, num_val, img_size, seed,
+                         **stuff_options))

@@ -86,8 +86,7 @@ def _writer(kind: str):
         from .coco_object_writer import DERIVED_OWNED, derive_coco_object
         return derive_coco_object, DERIVED_OWNED
     if kind == 'coco_object_stuff':
-        from .coco_object_writer import (DERIVED_OWNED,
-                                         derive_coco_object_stuff)
+        from .coco_object_writer import DERIVED_OWNED, derive_coco_object_stuff
         return derive_coco_object_stuff, DERIVED_OWNED
     raise ValueError(
         f'unknown dataset kind {kind!r}; choose from {DATASET_KINDS}')

@@ -276,7 +276,8 @@ def save_openai_archive(model: nn.Module, path: str) -> str:
     image = torch.zeros(1, 3, size, size, dtype=torch.float16)
     text = torch.zeros(1, ints['context_length'], dtype=torch.long)
     traced = torch.jit.trace_module(
-        model, dict(encode_image=(image, ), encode_text=(text, )),
+        model,
+        dict(encode_image=(image, ), encode_text=(text, )),
         check_trace=False)
     torch.jit.save(traced, path)
     return path
@@ -332,9 +333,8 @@ def eva_clip_state_dict(model_name: str = 'EVA02-B-16',
     grid = math.isqrt(out['visual.pos_embed'].shape[1] - 1)
     head_dims = patch.shape[0] // TINY_HEADS
     cos, sin = eva_rope_table((grid, grid), head_dims, rope_pt_seq_len)
-    for prefix in ['visual.'] + [
-            f'visual.blocks.{i}.attn.' for i in sorted(blocks)
-    ]:
+    for prefix in ['visual.'
+                   ] + [f'visual.blocks.{i}.attn.' for i in sorted(blocks)]:
         out[prefix + 'rope.freqs_cos'] = cos.clone()
         out[prefix + 'rope.freqs_sin'] = sin.clone()
     return out

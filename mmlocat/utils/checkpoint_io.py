@@ -26,10 +26,10 @@ from torch import nn
 
 __all__ = [
     'read_checkpoint', 'read_state_dict', 'read_clip_state_dict',
-    'save_checkpoint', 'strip_prefix',
-    'LoadReport', 'load_state_dict_reported', 'sniff_checkpoint',
-    'check_finite', 'unwrap_state_dict', 'run_cli', 'CLI_ERRORS',
-    'save_converted', 'write_atomic', 'CheckpointWriteError'
+    'save_checkpoint', 'strip_prefix', 'LoadReport',
+    'load_state_dict_reported', 'sniff_checkpoint', 'check_finite',
+    'unwrap_state_dict', 'run_cli', 'CLI_ERRORS', 'save_converted',
+    'write_atomic', 'CheckpointWriteError'
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
@@ -272,11 +272,12 @@ def read_clip_state_dict(
                              f'be loaded: {_first_line(e)}') from e
         # a traced open_clip model keeps its causal mask (-inf above the
         # diagonal) as a buffer: not a weight
-        state_dict = unwrap_state_dict({
-            k: v
-            for k, v in archive.state_dict().items()
-            if not k.endswith('attn_mask')
-        }, path)
+        state_dict = unwrap_state_dict(
+            {
+                k: v
+                for k, v in archive.state_dict().items()
+                if not k.endswith('attn_mask')
+            }, path)
         check_finite(state_dict, path)
     if all(k.startswith('module.') for k in state_dict):
         state_dict = strip_prefix(state_dict, ['module.'])

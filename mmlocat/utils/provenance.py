@@ -89,8 +89,7 @@ def clip_provenance(model_name: Optional[str], weights: Optional[str]) -> Dict:
     return record
 
 
-def text_tower_tensors(
-        state_dict: Mapping[str, Tensor]) -> Dict[str, Tensor]:
+def text_tower_tensors(state_dict: Mapping[str, Tensor]) -> Dict[str, Tensor]:
     """The text tower's tensors of a CLIP state dict, under open_clip's
     names without the ``text.`` prefix.
 

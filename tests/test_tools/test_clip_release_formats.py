@@ -80,8 +80,7 @@ def _perturbed(state_dict, path, key):
 
 def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
     model = sources.openai_clip_model('ViT-B-16-quickgelu', seed=0)
-    archive = sources.save_openai_archive(model,
-                                          str(tmp_path / 'ViT-B-16.pt'))
+    archive = sources.save_openai_archive(model, str(tmp_path / 'ViT-B-16.pt'))
     copy = tmp_path / 'openai_copy'
     copy.mkdir()
     bin_file = str(copy / 'open_clip_pytorch_model.bin')
@@ -133,10 +132,10 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
     for tool, args in (('dump', ('--names', tmp_path / 'names.txt',
                                  '--model-config', gelu, '--pretrained',
                                  archive, tmp_path / 'gelu.npy')),
-                       ('clip', (archive, tmp_path / 'gelu.pth',
-                                 '--model-config', gelu)),
-                       ('clip', (archive, tmp_path / 'gelu.pth', '--act',
-                                 'gelu'))):
+                       ('clip',
+                        (archive, tmp_path / 'gelu.pth', '--model-config',
+                         gelu)), ('clip', (archive, tmp_path / 'gelu.pth',
+                                           '--act', 'gelu'))):
         code, err = run(tool, *args)
         assert code == 2, err
         assert (f'{archive} is a TorchScript archive, i.e. an OpenAI CLIP '
@@ -257,9 +256,8 @@ def test_open_clip_reads_the_archive_as_openai_releases():
     assert sorted(k for k in archive.state_dict()
                   if not k.startswith(('visual.', 'transformer.'))) == [
                       'context_length', 'input_resolution', 'ln_final.bias',
-                      'ln_final.weight', 'logit_scale',
-                      'positional_embedding', 'text_projection',
-                      'token_embedding.weight', 'vocab_size'
+                      'ln_final.weight', 'logit_scale', 'positional_embedding',
+                      'text_projection', 'token_embedding.weight', 'vocab_size'
                   ]
     # OpenAI's storage: float16 weights (LayerNorms and embeddings float32)
     stored = archive.state_dict()

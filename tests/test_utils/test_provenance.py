@@ -92,7 +92,10 @@ def test_every_layout_of_one_text_tower_has_one_fingerprint(clip_state):
         text_sha256=expected, text_act='quick_gelu')
 
 
-def _record(weights, sha, fingerprint=None, name='ViT-B-16-quickgelu',
+def _record(weights,
+            sha,
+            fingerprint=None,
+            name='ViT-B-16-quickgelu',
             act=None):
     record = dict(name=name, weights=weights, sha256=sha)
     if fingerprint is not None:
@@ -106,9 +109,9 @@ def test_the_fingerprint_decides_when_both_records_have_it():
     a, b = 'a' * 64, 'b' * 64
     # two files of one CLIP: accepted whatever their names and hashes
     check_same_clip(
-        _record('open_clip_pytorch_model.bin', '11', a, 'EVA02-B-16'),
-        'emb.npy', _record('EVA02_CLIP_B_psz16_s8B.pt', '22', a,
-                           'EVA02-B-16'), 'eva.pth')
+        _record('open_clip_pytorch_model.bin', '11', a,
+                'EVA02-B-16'), 'emb.npy',
+        _record('EVA02_CLIP_B_psz16_s8B.pt', '22', a, 'EVA02-B-16'), 'eva.pth')
     # other text towers: refused naming both files and fingerprints
     with pytest.raises(ValueError) as err:
         check_same_clip(
@@ -152,8 +155,8 @@ def test_open_clip_builds_the_activation_the_configs_name():
     from mmlocat.models.clip.text_tower import open_clip_text_act
     from mmlocat.utils.converters.clip import clip_tower_settings
     for name, act in (('ViT-B-16', 'gelu'), ('ViT-B-16-quickgelu',
-                                             'quick_gelu'),
-                      ('EVA02-B-16', 'gelu')):
+                                             'quick_gelu'), ('EVA02-B-16',
+                                                             'gelu')):
         cfg = sources.tiny_open_clip_config(name)
         assert clip_tower_settings(cfg)['text_act'] == act
         cfg.pop('custom_text', None)

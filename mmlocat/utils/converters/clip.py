@@ -149,10 +149,7 @@ def clip_tower_settings(cfg: Dict) -> Dict:
             timm_model_name=timm_name,
             text_act=text_act)
     return dict(
-        layout='openai',
-        act=flag,
-        timm_model_name=None,
-        text_act=text_act)
+        layout='openai', act=flag, timm_model_name=None, text_act=text_act)
 
 
 def check_openai_archive_act(path: str,

@@ -341,18 +341,22 @@ def test_another_clip_or_no_record_is_a_build_error(tmp_path):
     # a record with the text tower's fingerprint decides by it: another
     # file of the same weights is the same CLIP, other weights are not
     resaved = str(tmp_path / 'resaved.bin')
-    torch.save({'module.' + k: v for k, v in torch.load(weights).items()},
-               resaved)
+    torch.save({
+        'module.' + k: v
+        for k, v in torch.load(weights).items()
+    }, resaved)
     from mmlocat.utils.provenance import file_text_sha256
     same = _image_init(
         tmp_path,
-        dict(clip_provenance('tiny-clip', resaved),
-             text_sha256=file_text_sha256(resaved)), 'same.pth')
+        dict(
+            clip_provenance('tiny-clip', resaved),
+            text_sha256=file_text_sha256(resaved)), 'same.pth')
     _pretrained(weights, image_encoder=_with_init(same))
     differ = _image_init(
         tmp_path,
-        dict(clip_provenance('tiny-clip', weights),
-             text_sha256=file_text_sha256(other)), 'differ.pth')
+        dict(
+            clip_provenance('tiny-clip', weights),
+            text_sha256=file_text_sha256(other)), 'differ.pth')
     with pytest.raises(
             ValueError,
             match=rf'text tower {file_text_sha256(weights)} \(clip\.pt '

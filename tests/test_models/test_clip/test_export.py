@@ -64,8 +64,7 @@ def test_locked_text_tower_records_the_clip_trained_against():
     run = dict(
         RUN,
         text=dict(
-            RUN['text'], text_sha256=text_sha256(TEXT),
-            text_act='quick_gelu'))
+            RUN['text'], text_sha256=text_sha256(TEXT), text_act='quick_gelu'))
     _, meta = export_image_tower(_checkpoint(run=run), 'x.pth')
     assert meta['clip']['text_act'] == 'quick_gelu'
     run['text']['text_sha256'] = 'beef'
