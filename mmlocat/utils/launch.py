@@ -10,7 +10,7 @@ from mmengine.config import Config
 __all__ = [
     'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook',
     'add_weights_only_checkpoint_hook', 'make_training_resumable',
-    'resolve_resume', 'launcher_rank'
+    'add_vocabulary_record_hook', 'resolve_resume', 'launcher_rank'
 ]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
@@ -105,6 +105,13 @@ def add_weights_only_checkpoint_hook(cfg: Config) -> None:
     config has it: the run's checkpoints are written, and read
     (``load_from``, ``--resume``), under torch's weights-only loading."""
     _add_custom_hook(cfg, 'WeightsOnlyCheckpointHook')
+
+
+def add_vocabulary_record_hook(cfg: Config) -> None:
+    """Add :class:`mmlocat.engine.VocabularyRecordHook` unless the config
+    has it: checkpoints then record the text-embedding files the model was
+    trained with, which ``tools/test.py`` / ``tools/infer.py`` check."""
+    _add_custom_hook(cfg, 'VocabularyRecordHook')
 
 
 # mmengine's own classes, which the mmlocat subclasses replace one to one

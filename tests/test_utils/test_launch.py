@@ -7,7 +7,8 @@ import os.path as osp
 import pytest
 from mmengine.config import Config
 
-from mmlocat.utils.launch import (FORMAT_ENV, launcher_rank, load_config,
+from mmlocat.utils.launch import (FORMAT_ENV, add_vocabulary_record_hook,
+                                  launcher_rank, load_config,
                                   make_training_resumable, resolve_resume)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -96,6 +97,18 @@ def test_shipped_configs_become_resumable(config):
         assert HOOKS.get(name) is not None, name
     if loop.startswith('mmlocat.'):
         assert LOOPS.get(loop).__name__ == loop.split('.')[1]
+
+
+def test_vocabulary_record_hook_is_added_once():
+    cfg = Config(dict(custom_hooks=[dict(type='mmlocat.RNGStateHook')]))
+    add_vocabulary_record_hook(cfg)
+    add_vocabulary_record_hook(cfg)
+    assert cfg.custom_hooks == [
+        dict(type='mmlocat.RNGStateHook'),
+        dict(type='mmlocat.VocabularyRecordHook')
+    ]
+    from mmlocat.registry import HOOKS
+    assert HOOKS.get('VocabularyRecordHook') is not None
 
 
 def test_other_loops_and_hooks_are_kept():

@@ -5,6 +5,7 @@ from .ov_label_space_hook import OVLabelSpaceHook
 from .preemption_hook import PreemptionHook
 from .rng_state_hook import RNGStateHook
 from .skipped_files_hook import SkippedFilesHook
+from .vocabulary_hook import VocabularyRecordHook
 from .weights_only_checkpoint_hook import WeightsOnlyCheckpointHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
@@ -12,5 +13,6 @@ __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'CLIPProvenanceHook',
     'GAugStatsHook', 'LogitScaleClampHook', 'OVLabelSpaceHook',
     'PreemptionHook', 'RNGStateHook', 'SkippedFilesHook',
-    'WeightsOnlyCheckpointHook', 'ZeroShotClassCheckHook'
+    'VocabularyRecordHook', 'WeightsOnlyCheckpointHook',
+    'ZeroShotClassCheckHook'
 ]
