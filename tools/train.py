@@ -14,11 +14,12 @@ from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.dataset_check import check_before_run
 from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import CheckpointWriteError
-from mmlocat.utils.launch import (enable_amp, launcher_rank, load_config,
+from mmlocat.utils.launch import (add_vocabulary_record_hook, enable_amp,
+                                  launcher_rank, load_config,
                                   make_training_resumable, resolve_resume,
                                   setup_cpu_distributed)
 from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
@@ -163,6 +164,7 @@ def main() -> None:
         if not check_before_run(cfg):
             sys.exit(1)
     make_training_resumable(cfg)
+    add_vocabulary_record_hook(cfg)
     # rank 0 alone guards the work dir; the others wait for it in the
     # process group (and the launcher ends them if it refuses)
     lock = _lock(cfg.work_dir) if launcher_rank(args.launcher) == 0 else None

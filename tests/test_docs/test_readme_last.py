@@ -117,10 +117,6 @@ def test_zeroshot(new_root):
         assert checkpoint == cfg.model.backbone.init_cfg.checkpoint, config
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='needs formats25: dump_text_embeddings.py reads OpenAI\'s '
-    'TorchScript ViT-B-16.pt')
 def test_zeroshot_openai(new_root):
     root = new_root()
     runner = ReadmeRunner(root)
@@ -236,10 +232,6 @@ def test_unlocked_text_tower(new_root, monkeypatch):
     assert record['text_model']['sha256'] == meta['clip']['sha256']
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='needs formats25: dump_text_embeddings.py --imagenet reads '
-    'OpenAI\'s TorchScript ViT-B-16.pt')
 def test_zeroshot_imagenet(new_root):
     root = new_root()
     runner = ReadmeRunner(root)

@@ -67,10 +67,6 @@ def test_laion_chain(new_root):
     assert 'coco/novel_ap50' in test
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='needs formats25: dump_text_embeddings.py reads OpenAI\'s '
-    'TorchScript ViT-B-16.pt')
 def test_openai_chain(new_root):
     """OpenAI's TorchScript release, end to end (QuickGELU)."""
     root = new_root()
@@ -98,10 +94,6 @@ def test_clipself_detectors(new_root):
     _tested_in_fp16(root, fp16)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='needs formats25: the EVA repo\'s image tower and open_clip\'s '
-    'text tower of one EVA02-CLIP accepted as one CLIP')
 def test_eva02_chain(new_root):
     """The EVA repo's image tower with open_clip's text tower of the same
     model (two files of one CLIP), tested in fp16."""

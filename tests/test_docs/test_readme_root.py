@@ -79,10 +79,6 @@ def test_infer(new_root):
     assert osp.isfile(root.abs('out/big.jpg.png'))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='needs formats25: the run-time vocabulary reads the OpenAI '
-    'TorchScript text tower the CLIP checkpoint records')
 def test_infer_run_time_vocabulary(new_root):
     root = new_root()
     runner = ReadmeRunner(root)
@@ -97,10 +93,6 @@ def test_infer_run_time_vocabulary(new_root):
         assert sum(c['pixels'] for c in record['classes']) == 96 * 128
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='needs formats25: make_tiny_datasets.py on a fresh root (COCO '
-    'and COCO-Object share data/tiny/coco)')
 def test_make_tiny_datasets(new_root):
     root = new_root()
     ReadmeRunner(root).run(

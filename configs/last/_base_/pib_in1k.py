@@ -1,10 +1,11 @@
-# Point-in-Box (PiB) on ImageNet-val LOC boxes (spec/lastvit.md §2), on the
-# plain ViT-B/16 baseline: images with exactly one box covering < 25% of the
-# image; Resize(256, short side) + CenterCrop(224), the box mapped through
-# both and clipped; a hit if the argmax patch-score cell overlaps the box.
-# Patch scores are the cosine of the final-norm patch tokens with the global
-# token, read by mmlocat.PatchScoreClassifier (for mmpretrain's own
-# VisionTransformer: its CLS output). The pib_last-* leaves swap in LaStViT.
+# Point-in-Box (PiB) on ImageNet-val LOC boxes
+# (docs/method.md#point-in-box-pib), on the plain ViT-B/16 baseline: images
+# with exactly one box covering < 25% of the image; Resize(256, short side) +
+# CenterCrop(224), the box mapped through both and clipped; a hit if the argmax
+# patch-score cell overlaps the box. Patch scores are the cosine of the
+# final-norm patch tokens with the global token, read by
+# mmlocat.PatchScoreClassifier (for mmpretrain's own VisionTransformer: its CLS
+# output). The pib_last-* leaves swap in LaStViT.
 _base_ = ['mmpretrain::_base_/default_runtime.py']
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
