@@ -14,7 +14,6 @@ import os
 import os.path as osp
 import shutil
 
-import pytest
 import torch
 from checkpoint_makers import (load_config, loaded_from, prepare_model,
                                save_training_checkpoint)

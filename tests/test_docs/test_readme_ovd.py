@@ -8,7 +8,6 @@ and test, also in fp16 as F-ViT tests.
 """
 import json
 
-import pytest
 from checkpoint_makers import loaded_from, prepare_model
 from mmengine.config import Config
 from readme_blocks import find_block

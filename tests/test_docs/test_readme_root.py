@@ -8,7 +8,6 @@ import json
 import os.path as osp
 import shlex
 
-import pytest
 from checkpoint_makers import (MAKERS, checkpoint_refs, load_config,
                                loaded_from, prepare_model)
 from PIL import Image
