@@ -96,12 +96,14 @@ def visualise(work_dir: str, data_root: str, num_vis: int) -> List[str]:
     from mmseg.datasets import ADE20KDataset
 
     import mmlocat  # noqa: F401
+    from mmlocat.utils import mmengine_checkpoint_globals
     from mmlocat.visualization import (colorize_labels, heatmap_overlay,
                                        save_panels)
 
     with open(osp.join(work_dir, 'last_checkpoint')) as f:
         checkpoint = f.read().strip()
-    model = init_model(CONFIGS['locat'], checkpoint, device='cpu')
+    with mmengine_checkpoint_globals():  # a training checkpoint
+        model = init_model(CONFIGS['locat'], checkpoint, device='cpu')
     palette = ADE20KDataset.METAINFO['palette']
     captured = {}
     # the patch embedding returns the (padded) patch grid with the tokens

@@ -19,15 +19,18 @@ Images longer than ``--max-side`` (segmentation default 2048) are
 downscaled before the model and their prediction mapped back to the image
 (a segmentor upsamples its logits to the image: 150 classes at 6000x4000
 would need 14.4 GB). Images that cannot be read, or run out of memory, are
-named, skipped and counted; the exit status is then 1. See
+named, skipped and counted; the exit status is then 1. The config's
+text-embedding files must be those the checkpoint was trained with (its
+``meta['vocabulary']``; ``--allow-vocabulary-change`` accepts others). See
 ``mmlocat.apis.MMLocatInferencer`` for the same from Python.
 """
 import argparse
 import sys
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import MMLocatInferencer
 from mmlocat.apis.cli import add_model_options
+from mmlocat.datasets.vocabulary_record import ALLOW_OPTION
 from mmlocat.utils.checkpoint_io import run_cli
 
 
@@ -77,6 +80,11 @@ def parse_args() -> argparse.Namespace:
         '--allow-partial-checkpoint',
         action='store_true',
         help='run even if the checkpoint leaves model weights random')
+    parser.add_argument(
+        ALLOW_OPTION,
+        action='store_true',
+        help='run even if the text-embedding / class-name files differ from '
+        "those the checkpoint was trained with (its meta['vocabulary'])")
     add_model_options(
         parser,
         alpha=0.5,
@@ -97,6 +105,7 @@ def main() -> None:
         vocab_cache=args.vocab_cache,
         cfg_options=args.cfg_options,
         allow_partial_checkpoint=args.allow_partial_checkpoint,
+        allow_vocabulary_change=args.allow_vocabulary_change,
         topk=args.topk,
         score_thr=args.score_thr,
         alpha=args.alpha,

@@ -4,7 +4,11 @@ The checkpoint must cover the model: a missing key or a shape mismatch
 (another arch, a plain-ViT checkpoint under a LocAt config, a foreign state
 dict) stops the run before any metric is computed, unless
 ``--allow-partial-checkpoint`` is given (keys the model lacks are only
-reported). ``--show-dir`` switches on the host's own visualization hook (mmseg
+reported). The text-embedding files an open-vocabulary model reads must be
+those it was trained with (the checkpoint's ``meta['vocabulary']``, see
+``mmlocat.VocabularyRecordHook``): a changed or reordered file stops the run,
+naming both hashes, unless ``--allow-vocabulary-change`` is given.
+``--show-dir`` switches on the host's own visualization hook (mmseg
 ``SegVisualizationHook``, mmdet ``DetVisualizationHook``, mmpretrain
 ``VisualizationHook``); ``--out`` dumps the predictions as a pickle through
 mmengine's ``DumpResults``.
@@ -20,10 +24,12 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
+from mmlocat.datasets.vocabulary_record import ALLOW_OPTION, check_vocabulary
 from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.launch import load_config, setup_cpu_distributed
+from mmlocat.utils.launch import (add_weights_only_checkpoint_hook,
+                                  load_config, setup_cpu_distributed)
 from mmlocat.utils.pretrained import check_checkpoint_covers
 
 
@@ -45,6 +51,12 @@ def parse_args() -> argparse.Namespace:
         action='store_true',
         help='evaluate even if the checkpoint misses model keys or has '
         'tensors of another shape (those weights stay random)')
+    parser.add_argument(
+        ALLOW_OPTION,
+        action='store_true',
+        help='evaluate even if the text-embedding / class-name files differ '
+        'from those the checkpoint was trained with (its '
+        "meta['vocabulary'])")
     parser.add_argument(
         '--cfg-options',
         nargs='+',
@@ -101,6 +113,7 @@ def main() -> None:
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
     cfg.load_from = args.checkpoint
+    add_weights_only_checkpoint_hook(cfg)  # reads training checkpoints
     if args.show or args.show_dir:
         enable_visualization(cfg, args)
 
@@ -111,12 +124,20 @@ def main() -> None:
         runner = Runner.from_cfg(cfg)
     model = runner.model.module if is_model_wrapper(
         runner.model) else runner.model
-    run_cli(
-        'test.py', lambda: check_checkpoint_covers(
+
+    def check_checkpoint():
+        check_checkpoint_covers(
             model,
             args.checkpoint,
             allow_partial=args.allow_partial_checkpoint,
-            logger=runner.logger))
+            logger=runner.logger)
+        check_vocabulary(
+            model,
+            args.checkpoint,
+            allow_change=args.allow_vocabulary_change,
+            logger=runner.logger)
+
+    run_cli('test.py', check_checkpoint)
     guard_runner_data(runner, 'raise')
     if args.out is not None:
         runner.test_evaluator.metrics.append(

@@ -14,11 +14,12 @@ from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.dataset_check import check_before_run
 from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import CheckpointWriteError
-from mmlocat.utils.launch import (enable_amp, launcher_rank, load_config,
+from mmlocat.utils.launch import (add_vocabulary_record_hook, enable_amp,
+                                  launcher_rank, load_config,
                                   make_training_resumable, resolve_resume,
                                   setup_cpu_distributed)
 from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
@@ -76,7 +77,14 @@ def _error(message: str, status: int = 2) -> None:
 def _exit_on_signals():
     """SIGTERM / SIGUSR1 end the process through ``SystemExit`` (so the
     work-dir lock is released) until mmlocat.PreemptionHook, built with
-    the Runner, takes them over to save a checkpoint first."""
+    the Runner, takes them over to save a checkpoint first.
+
+    Once the process leaves through ``SystemExit`` (a preemption stop, an
+    error exit) these signals are ignored for the rest of its life: the
+    launcher signals the other ranks as soon as one exits (torchrun
+    SIGTERMs them; slurm signals every task), and a repeat must not cut
+    their unwinding short (they would die of the signal, not exit with
+    the preemption status). SIGKILL still ends a hung exit."""
 
     def leave(signum, frame):
         raise SystemExit(128 + signum)
@@ -85,11 +93,15 @@ def _exit_on_signals():
         s: signal.signal(s, leave)
         for s in (signal.SIGTERM, signal.SIGUSR1)
     }
+    leaving = False
     try:
         yield
+    except SystemExit:
+        leaving = True
+        raise
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if leaving else handler)
 
 
 def _resume(cfg, resume_arg) -> list:
@@ -152,6 +164,7 @@ def main() -> None:
         if not check_before_run(cfg):
             sys.exit(1)
     make_training_resumable(cfg)
+    add_vocabulary_record_hook(cfg)
     # rank 0 alone guards the work dir; the others wait for it in the
     # process group (and the launcher ends them if it refuses)
     lock = _lock(cfg.work_dir) if launcher_rank(args.launcher) == 0 else None

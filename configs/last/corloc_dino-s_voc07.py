@@ -1,8 +1,8 @@
 # Object discovery CorLoc with DINO ViT-S/16 + LazyStrike, training-free
 # (LazyStrike pooling on DINO's own weights; the paper's DINO + LaSt is a
 # DINO trained with LazyStrike: corloc_last-dino0080-s_*.py), VOC07
-# trainval (spec/lastvit.md §2), evaluated as LOST's code (github
-# valeoai/LOST, spec §2b): foreground = s > mean(s) + std(s), box = the
+# trainval (docs/method.md#corloc-and-coarse-segmentation), evaluated as
+# LOST's code (github valeoai/LOST): foreground = s > mean(s) + std(s), box = the
 # 4-connected foreground component holding the highest-scoring patch, cell
 # box x 16, IoU without +1, a hit if IoU >= 0.5 with any ground-truth box;
 # full-resolution images zero-padded bottom / right to a multiple of 16

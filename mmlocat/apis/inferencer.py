@@ -49,6 +49,7 @@ from mmengine.registry import DefaultScope
 from mmengine.structures import PixelData
 
 from mmlocat.datasets.text_embeddings import BACKGROUND, load_query_embeddings
+from mmlocat.datasets.vocabulary_record import check_vocabulary
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint
@@ -547,6 +548,10 @@ class MMLocatInferencer:
         vocab_cache: Cache folder of the vocabulary embeddings.
         cfg_options: Config overrides (``merge_from_dict``).
         allow_partial_checkpoint: Run even if the checkpoint misses keys.
+        allow_vocabulary_change: Run even if the text-embedding / class-name
+            files of the config differ from those the checkpoint was
+            trained with (its ``meta['vocabulary']``; without ``classes``
+            only: typed classes are a new vocabulary by design).
         topk: Classes in the classification bars and JSON.
         score_thr: Boxes drawn from this score (the JSON has all).
         alpha: Opacity of the segmentation mask.
@@ -567,6 +572,7 @@ class MMLocatInferencer:
                  vocab_cache: Optional[str] = None,
                  cfg_options: Optional[Dict] = None,
                  allow_partial_checkpoint: bool = False,
+                 allow_vocabulary_change: bool = False,
                  topk: int = 5,
                  score_thr: float = 0.3,
                  alpha: float = 0.5,
@@ -614,6 +620,11 @@ class MMLocatInferencer:
                 alpha=alpha,
                 vocabulary=self.vocabulary), state_dict)
         del state_dict
+        if self.vocabulary is None:
+            check_vocabulary(
+                self.handler.model,
+                checkpoint,
+                allow_change=allow_vocabulary_change)
         self.task = handler.task
         self.max_side = (
             handler.default_max_side if max_side is None else max_side)

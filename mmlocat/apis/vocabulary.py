@@ -31,13 +31,14 @@ from mmengine.logging import print_log
 from mmlocat.datasets import text_embeddings as te
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import (clip_provenance, file_sha256,
-                                      read_checkpoint_meta)
+                                      file_text_sha256, read_checkpoint_meta,
+                                      text_provenance)
 
 __all__ = [
-    'parse_vocabulary', 'open_clip_encoder', 'register_model_config',
-    'recorded_text_model', 'resolve_text_model', 'vocabulary_embeddings',
-    'apply_vocabulary', 'apply_zero_shot_vocabulary', 'default_cache_dir',
-    'embeddings_file', 'is_zero_shot_config'
+    'parse_vocabulary', 'open_clip_encoder', 'TextEncoder', 'encoder_record',
+    'register_model_config', 'recorded_text_model', 'resolve_text_model',
+    'vocabulary_embeddings', 'apply_vocabulary', 'apply_zero_shot_vocabulary',
+    'default_cache_dir', 'embeddings_file', 'is_zero_shot_config'
 ]
 
 Encoder = Callable[[List[str]], object]
@@ -89,63 +90,102 @@ def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
     return names
 
 
-def _text_tower_file(pretrained: Optional[str], model_name: str):
-    """An :class:`~mmlocat.models.clip.OpenCLIPTextTower` with the weights
-    of a text tower file written by ``lastclip2mmlocat.py --text-out`` (a
-    trained LaSt-CLIP text tower, no image keys), or ``None`` for any other
-    ``pretrained``.
+def _text_tower(pretrained: str, model_name: str):
+    """An :class:`~mmlocat.models.clip.OpenCLIPTextTower` of open_clip's
+    ``model_name`` with the text tower of the file ``pretrained`` loaded
+    (any layout :meth:`~mmlocat.models.clip.OpenCLIPTextTower.
+    load_open_clip_weights` reads).
 
     Raises:
-        ValueError: The file was trained as another open_clip model.
+        ValueError: The file is a trained LaSt-CLIP text tower
+            (``lastclip2mmlocat.py --text-out``) of another open_clip
+            model, or does not fit the model.
     """
-    if not pretrained or not osp.isfile(pretrained):
-        return None
+    from mmlocat.models.clip import OpenCLIPTextTower
     from mmlocat.models.clip.export import TEXT_TOWER_KEY
-    info = read_checkpoint_meta(pretrained).get(TEXT_TOWER_KEY)
-    if info is None:
-        return None
+    info = read_checkpoint_meta(pretrained).get(TEXT_TOWER_KEY) or {}
     trained_as = info.get('model_name')
     if trained_as and trained_as != model_name:
         raise ValueError(f'{pretrained} is the text tower of open_clip model '
                          f'{trained_as!r}, not {model_name!r}: pass --model '
                          f'{trained_as}')
-    from mmlocat.models.clip import OpenCLIPTextTower
     tower = OpenCLIPTextTower(model_name=model_name, weights=pretrained)
     tower.init_weights()
     return tower
 
 
+class TextEncoder:
+    """``prompts -> (N, D)`` features of an open_clip text tower
+    (open_clip's ``encode_text`` and tokenizer).
+
+    Attributes:
+        record: The tower's provenance, what an embedding sidecar records
+            (``name``, ``weights``, the file's ``sha256``, ``text_sha256``
+            of the weights it encodes with, ``text_act``).
+    """
+
+    def __init__(self, model, tokenizer, device: str, record: Dict) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.record = record
+
+    def __call__(self, prompts: List[str]):
+        import torch
+        with torch.no_grad():
+            return self.model.encode_text(
+                self.tokenizer(prompts).to(self.device))
+
+
 def open_clip_encoder(model_name: str,
                       pretrained: Optional[str],
-                      device: str = 'cpu') -> Encoder:
-    """``prompts -> (N, D)`` features of open_clip's text tower.
+                      device: str = 'cpu') -> TextEncoder:
+    """open_clip's text tower of ``model_name`` with ``pretrained``'s
+    weights, as a :class:`TextEncoder`.
 
     Args:
-        model_name: open_clip model name (e.g. ``'ViT-B-16'``).
-        pretrained: A weights file or an open_clip tag; a trained LaSt-CLIP
-            text tower (``lastclip2mmlocat.py --text-out``) is read into
-            open_clip's text tower alone.
+        model_name: open_clip model name (e.g. ``'ViT-B-16-quickgelu'``).
+        pretrained: A weights file or an open_clip tag. A file's text
+            tower alone is read, whatever its layout: OpenAI's TorchScript
+            release (QuickGELU: a model with exact GELU is refused), an
+            open_clip state dict, the EVA repo's EVA-CLIP ``.pt`` (with
+            open_clip's ``EVA02-*``) or a trained LaSt-CLIP text tower
+            (``lastclip2mmlocat.py --text-out``).
         device: Where the tower runs.
     """
     try:
         import open_clip
-        import torch
     except ImportError as err:
         raise ImportError('text embeddings need open_clip: pip install '
                           'open_clip_torch') from err
-    text_tower = _text_tower_file(pretrained, model_name)
-    if text_tower is not None:
-        model = text_tower.model.to(device).eval()  # visual removed
+    if pretrained and osp.isfile(pretrained):
+        tower = _text_tower(pretrained, model_name)
+        model = tower.model  # visual removed
+        record = dict(
+            clip_provenance(model_name, pretrained),
+            text_sha256=tower.fingerprint())
+        if tower.text_act is not None:
+            record['text_act'] = tower.text_act
     else:
-        model = open_clip.create_model(
-            model_name, pretrained=pretrained, device=device).eval()
-    tokenizer = open_clip.get_tokenizer(model_name)
+        from mmlocat.models.clip.text_tower import open_clip_text_act
+        model = open_clip.create_model(model_name, pretrained=pretrained)
+        record = dict(
+            name=model_name,
+            weights=pretrained,
+            **text_provenance(model.state_dict(), open_clip_text_act(model)))
+    model = model.to(device).eval()
+    return TextEncoder(model, open_clip.get_tokenizer(model_name), device,
+                       record)
 
-    def encode(prompts: List[str]):
-        with torch.no_grad():
-            return model.encode_text(tokenizer(prompts).to(device))
 
-    return encode
+def encoder_record(encode: Encoder, model_name: str, weights: str) -> Dict:
+    """The text-tower record of ``encode``: a :class:`TextEncoder`'s own,
+    else (another callable) the model name and weights file."""
+    if isinstance(encode, TextEncoder):
+        return dict(encode.record)
+    record = clip_provenance(model_name, weights)
+    record.setdefault('weights', weights)
+    return record
 
 
 def register_model_config(path: str) -> str:
@@ -237,7 +277,8 @@ def resolve_text_model(
 
     The recorded ``name`` and ``weights`` are used unless given; a recorded
     weights file is looked for as written and in ``search_dirs``; a file
-    whose sha256 differs from the recorded one is refused.
+    whose text tower differs from the recorded ``text_sha256`` (records
+    without one: whose sha256 differs from the recorded one) is refused.
 
     Raises:
         ValueError: Nothing recorded and nothing given (naming
@@ -259,14 +300,33 @@ def resolve_text_model(
                 if recorded else f'{where} records no weights file')
         raise ValueError(f'the text tower {name} needs its weights: {hint}; '
                          'pass --text-weights FILE')
+    if osp.isfile(weights) and name == record.get('name'):
+        _check_recorded_weights(record, where, name, weights)
+    return name, weights
+
+
+def _check_recorded_weights(record: Dict, where: str, name: str,
+                            weights: str) -> None:
+    """Refuse a weights file that is not the recorded CLIP's: its text
+    tower's fingerprint where one is recorded (another file of the same
+    weights is fine), else the file's sha256."""
+    expected = record.get('text_sha256')
+    if expected:
+        found = file_text_sha256(weights)
+        if found != expected:
+            held = (f'holds the text tower {found}'
+                    if found else 'holds no CLIP text tower')
+            raise ValueError(
+                f'{weights} {held} but {where} records the text tower '
+                f'{expected} (of {record.get("weights")}) for CLIP {name}: '
+                "pass the text weights of the detector's CLIP")
+        return
     expected = record.get('sha256')
-    if (expected and osp.isfile(weights) and name == record.get('name')
-            and file_sha256(weights) != expected):
+    if expected and file_sha256(weights) != expected:
         raise ValueError(
             f'{weights} has sha256 {file_sha256(weights)} but {where} '
             f'records {expected} for CLIP {name}: pass the text weights of '
             "the detector's CLIP")
-    return name, weights
 
 
 def _cache_key(names: Sequence[str], model_name: str, weights: str,
@@ -334,10 +394,9 @@ def vocabulary_embeddings(names: Sequence[str],
         background=background,
         prompt_style=prompt_style)
     text_model = dict(
-        clip_provenance(model_name, weights),
+        encoder_record(encode, model_name, weights),
         templates=templates,
         prompt_style=prompt_style)
-    text_model.setdefault('weights', weights)
     # write under a private name, then move: a reader never sees half a
     # file and concurrent writers of one key write the same bytes
     tmp = osp.join(cache_dir, f'{key}.{os.getpid()}.tmp.npy')

@@ -10,6 +10,12 @@
   :func:`mmlocat.testing.coco_writer.write_coco` drawn into maps
   (:func:`~mmlocat.datasets.coco_object.convert_coco_object`) under the
   same folders.
+
+COCO-Object is a conversion of a dataset in the same folder, as in
+``data/``: :func:`derive_coco_object` / :func:`derive_coco_object_stuff`
+convert a tiny COCO / COCO-Stuff already written there
+(:func:`mmlocat.testing.generate` writes it first and shares it with the
+``coco`` / ``coco_stuff`` kinds).
 """
 import os.path as osp
 from typing import Dict, Tuple
@@ -20,12 +26,15 @@ from .coco_writer import COCO_OWNED, write_coco
 from .seg_writers import COCO_STUFF_OWNED, write_coco_stuff
 
 __all__ = [
-    'write_coco_object', 'write_coco_object_stuff', 'COCO_OBJECT_OWNED',
-    'COCO_OBJECT_STUFF_OWNED'
+    'write_coco_object', 'write_coco_object_stuff', 'derive_coco_object',
+    'derive_coco_object_stuff', 'COCO_OBJECT_OWNED', 'COCO_OBJECT_STUFF_OWNED',
+    'DERIVED_OWNED'
 ]
 
-COCO_OBJECT_OWNED = COCO_OWNED + ('coco_object', )
-COCO_OBJECT_STUFF_OWNED = COCO_STUFF_OWNED + ('coco_object', )
+#: What a derived COCO-Object adds to its source's folder.
+DERIVED_OWNED = ('coco_object', )
+COCO_OBJECT_OWNED = COCO_OWNED + DERIVED_OWNED
+COCO_OBJECT_STUFF_OWNED = COCO_STUFF_OWNED + DERIVED_OWNED
 
 
 def _convert_splits(root: str, paths: Dict, source_key: str, convert) -> Dict:
@@ -39,14 +48,28 @@ def _convert_splits(root: str, paths: Dict, source_key: str, convert) -> Dict:
     return paths
 
 
+def derive_coco_object(root: str, coco_paths: Dict) -> Dict:
+    """Convert the tiny COCO of ``root`` (``write_coco``'s ``coco_paths``)
+    into ``root/coco_object``; returns its paths plus ``*_seg_dir``."""
+    return _convert_splits(root, dict(coco_paths), 'ann_file',
+                           convert_coco_object)
+
+
+def derive_coco_object_stuff(root: str, stuff_paths: Dict) -> Dict:
+    """Convert the tiny COCO-Stuff of ``root`` (``write_coco_stuff``'s
+    ``stuff_paths``) into ``root/coco_object``."""
+    return _convert_splits(root, dict(stuff_paths), 'ann_dir',
+                           convert_coco_stuff_object)
+
+
 def write_coco_object(root: str, num_train: int, num_val: int,
                       img_size: Tuple[int,
                                       int], seed: int, **coco_options) -> Dict:
     """Write COCO instances (see ``write_coco``) and convert both splits.
     """
-    paths = write_coco(root, num_train, num_val, img_size, seed,
-                       **coco_options)
-    return _convert_splits(root, paths, 'ann_file', convert_coco_object)
+    return derive_coco_object(
+        root,
+        write_coco(root, num_train, num_val, img_size, seed, **coco_options))
 
 
 def write_coco_object_stuff(root: str, num_train: int, num_val: int,
@@ -54,6 +77,7 @@ def write_coco_object_stuff(root: str, num_train: int, num_val: int,
                             **stuff_options) -> Dict:
     """Write COCO-Stuff-164k (see ``write_coco_stuff``) and convert the
     original maps of both splits."""
-    paths = write_coco_stuff(root, num_train, num_val, img_size, seed,
-                             **stuff_options)
-    return _convert_splits(root, paths, 'ann_dir', convert_coco_stuff_object)
+    return derive_coco_object_stuff(
+        root,
+        write_coco_stuff(root, num_train, num_val, img_size, seed,
+                         **stuff_options))

@@ -6,6 +6,13 @@ without touching the files. A call with other parameters first deletes what
 the previous call (identified by its stamp) wrote, so no stale image can be
 picked up by a dataset that scans folders. It refuses to write over files
 it did not create.
+
+A *derived* kind (:data:`DERIVED_KINDS`: COCO-Object, a conversion of COCO
+or COCO-Stuff written into their folder, as in ``data/``) first generates
+its source kind in the same root with the same parameters (or reuses it,
+by the source's stamp) and owns only what the conversion adds; so COCO and
+COCO-Object share ``data/coco`` (and COCO-Stuff and COCO-Object
+``data/coco_stuff164k``) whatever the order they are generated in.
 """
 import json
 import os
@@ -21,7 +28,7 @@ from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
 from .voc_cityscapes_writers import (CITYSCAPES_OWNED, VOC_OWNED,
                                      write_cityscapes, write_pascal_voc)
 
-__all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'generate']
+__all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'DERIVED_KINDS', 'generate']
 
 DATASET_KINDS = ('ade20k', 'coco_stuff', 'pascal_context', 'coco', 'lvis',
                  'imagenet', 'captions', 'pascal_voc', 'cityscapes',
@@ -44,8 +51,12 @@ DEFAULT_SUBDIRS = dict(
     coco_object='coco',
     coco_object_stuff='coco_stuff164k')
 
+#: Kinds converted from another kind written in the same folder:
+#: ``kind -> source kind``.
+DERIVED_KINDS = dict(coco_object='coco', coco_object_stuff='coco_stuff')
+
 # Bump when the output of any writer changes, to invalidate old stamps.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 
 def _writer(kind: str):
@@ -70,13 +81,13 @@ def _writer(kind: str):
     if kind == 'lvis':
         from .lvis_writer import LVIS_OWNED, write_lvis
         return write_lvis, LVIS_OWNED
+    # Derived kinds: the writer converts the source's paths.
     if kind == 'coco_object':
-        from .coco_object_writer import COCO_OBJECT_OWNED, write_coco_object
-        return write_coco_object, COCO_OBJECT_OWNED
+        from .coco_object_writer import DERIVED_OWNED, derive_coco_object
+        return derive_coco_object, DERIVED_OWNED
     if kind == 'coco_object_stuff':
-        from .coco_object_writer import (COCO_OBJECT_STUFF_OWNED,
-                                         write_coco_object_stuff)
-        return write_coco_object_stuff, COCO_OBJECT_STUFF_OWNED
+        from .coco_object_writer import DERIVED_OWNED, derive_coco_object_stuff
+        return derive_coco_object_stuff, DERIVED_OWNED
     raise ValueError(
         f'unknown dataset kind {kind!r}; choose from {DATASET_KINDS}')
 
@@ -119,10 +130,21 @@ def generate(kind: str,
             seed=seed,
             options=options,
             version=GENERATOR_VERSION))
-    stamp = osp.join(root, f'.mmlocat_tiny_{kind}.json')
+    source = DERIVED_KINDS.get(kind)
+    if source is not None:
+        source_paths = generate(source, root, num_train, num_val, img_size,
+                                seed, **options)
+        # the source's files as they are now (a later call with other
+        # parameters rewrites them: this stamp no longer matches then)
+        params['source'] = _stamp_record(root, source)['params']
+
+        def write(root, *_, **__):
+            return writer(root, source_paths)
+    else:
+        write = writer
+    stamp = _stamp_path(root, kind)
     if osp.isfile(stamp):
-        with open(stamp, encoding='utf-8') as f:
-            record = json.load(f)
+        record = _stamp_record(root, kind)
         if (record.get('params') == params
                 and osp.isdir(record['paths']['data_root'])):
             return record['paths']
@@ -139,6 +161,15 @@ def generate(kind: str,
                 f'the {kind!r} dataset or remove them')
     os.makedirs(root, exist_ok=True)
     paths = _normalise(
-        writer(root, num_train, num_val, tuple(img_size), seed, **options))
+        write(root, num_train, num_val, tuple(img_size), seed, **options))
     dump_json(stamp, dict(params=params, paths=paths))
     return paths
+
+
+def _stamp_path(root: str, kind: str) -> str:
+    return osp.join(root, f'.mmlocat_tiny_{kind}.json')
+
+
+def _stamp_record(root: str, kind: str) -> Dict:
+    with open(_stamp_path(root, kind), encoding='utf-8') as f:
+        return json.load(f)

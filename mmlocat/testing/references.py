@@ -1,8 +1,8 @@
-"""Reference implementations written from the specs, for tests.
+"""Reference implementations written from ``docs/method.md``, for tests.
 
-Each function restates one formula of ``/work/shared/spec`` in a few lines
-of plain torch, independently of the library's (optimised) code, so tests
-compare the library against the spec rather than against itself.
+Each function restates one formula of ``docs/method.md`` in a few lines of
+plain torch, independently of the library's (optimised) code, so tests
+compare the library against the stated method rather than against itself.
 """
 import torch
 
@@ -10,7 +10,8 @@ __all__ = ['spec_lazy_strike']
 
 
 def spec_lazy_strike(tokens: torch.Tensor, k: int = 1) -> torch.Tensor:
-    """LazyStrike as spec/lastvit.md §1 states it (public-code defaults).
+    """LazyStrike as ``docs/method.md#lazystrike`` states it (public-code
+    defaults: ``window='code'``, ``score='code'``).
 
     Args:
         tokens: Patch tokens ``(B, N, C)``.

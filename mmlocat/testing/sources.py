@@ -5,7 +5,11 @@ from the real packages at random init (nothing is downloaded): timm ViT /
 DeiT (and the public LocAtViT release, a timm ViT with GAug), torchvision's
 ``vit_b_16`` (the LaSt-ViT release), DINO ViT-S/16 (timm's layout, as
 facebookresearch/dino) and open_clip CLIPs (OpenAI layout; EVA02 with
-open_clip's timm trunk, ``visual.trunk.*``).
+open_clip's timm trunk, ``visual.trunk.*``), and the same CLIP weights in
+the other release formats: OpenAI's TorchScript archive
+(:func:`save_openai_archive`, what ``clip.load(..., jit=False)`` reads) and
+the EVA repo's EVA-CLIP checkpoint (:func:`eva_clip_state_dict`, the layout
+of ``EVA02_CLIP_B_psz16_s8B.pt``).
 
 Every source keeps the real model's depth, patch size, input size and
 joint-space width and only shrinks the width: :data:`TINY_WIDTH` channels,
@@ -15,8 +19,9 @@ shrunk config loads the converted file, with the config's own depth,
 ``out_indices`` and sizes.
 """
 import copy
+import math
 from collections import OrderedDict
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 from torch import Tensor, nn
@@ -25,7 +30,8 @@ __all__ = [
     'TINY_WIDTH', 'TINY_HEADS', 'TINY_MLP_RATIO', 'tiny_arch',
     'timm_vit_state_dict', 'dino_training_checkpoint',
     'torchvision_vit_state_dict', 'tiny_open_clip_config',
-    'open_clip_state_dict'
+    'open_clip_state_dict', 'openai_clip_model', 'save_openai_archive',
+    'eva_clip_state_dict'
 ]
 
 TINY_WIDTH = 32
@@ -54,7 +60,8 @@ def _tiny_timm_kwargs() -> dict:
 
 
 def _gaug_linear(in_features: int, out_features: int) -> nn.Linear:
-    # spec/locat.md section 1: trunc-normal 0.02 weights, zero bias
+    # docs/method.md#gaug-gaussian-locality-bias: trunc-normal 0.02
+    # weights, zero bias
     layer = nn.Linear(in_features, out_features)
     nn.init.trunc_normal_(layer.weight, std=0.02)
     nn.init.zeros_(layer.bias)
@@ -74,8 +81,9 @@ def timm_vit_state_dict(model_name: str,
         gaug: Add the public LocAtViT's GAug weights to every block
             (``blocks.i.attn.gaug.log_var`` = ``Linear(d, 2)``,
             ``blocks.i.attn.gaug.log_alpha`` = ``Linear(d, 1)``, ``d`` the
-            head width; spec/locat.md section 1): the layout of the released
-            ``locatvit_*`` checkpoints, which are timm ViTs plus GAug.
+            head width; ``docs/method.md#gaug-gaussian-locality-bias``):
+            the layout of the released ``locatvit_*`` checkpoints, which
+            are timm ViTs plus GAug.
         seed: Random seed.
         **kwargs: More ``timm.create_model`` arguments.
     """
@@ -213,3 +221,122 @@ def open_clip_state_dict(model_name: str, seed: int = 0) -> StateDict:
         for key, value in trunk.state_dict().items():
             state_dict['visual.trunk.' + key] = value
     return state_dict
+
+
+def openai_clip_model(model_name: str = 'ViT-B-16-quickgelu',
+                      seed: int = 0,
+                      model_cfg: Optional[dict] = None) -> nn.Module:
+    """A random-init open_clip ``CLIP`` (OpenAI layout) whose weights are
+    the values OpenAI's releases can hold: the tensors OpenAI stores in
+    float16 (open_clip's ``convert_weights_to_lp``: linear, conv and
+    attention weights, the projections) are rounded to float16, kept in a
+    float32 model, so :func:`save_openai_archive` and ``torch.save`` of its
+    state dict write the same weights.
+
+    Args:
+        model_name: open_clip model of the tiny config
+            (:func:`tiny_open_clip_config`); OpenAI's are QuickGELU.
+        seed: Random seed.
+        model_cfg: An open_clip config instead (e.g. 64-wide heads, which
+            open_clip's reader of OpenAI archives infers from the width).
+    """
+    import open_clip
+    cfg = copy.deepcopy(model_cfg or tiny_open_clip_config(model_name))
+    if cfg['vision_cfg'].get('timm_model_name') or cfg.get('custom_text'):
+        raise ValueError(f'{model_name}: OpenAI CLIPs are OpenAI-layout '
+                         'towers')
+    torch.manual_seed(seed)
+    model = open_clip.CLIP(**cfg).eval()
+    open_clip.model.convert_weights_to_lp(model, torch.float16)
+    return model.float()
+
+
+def save_openai_archive(model: nn.Module, path: str) -> str:
+    """Write an open_clip ``CLIP`` as OpenAI releases CLIP: a TorchScript
+    archive (``torch.jit.save`` of the model traced for ``encode_image``
+    and ``encode_text``) with float16 weights (open_clip's
+    ``convert_weights_to_lp``) and, in its ``state_dict()``, the ints
+    ``input_resolution`` / ``context_length`` / ``vocab_size``; the causal
+    mask is a constant of the traced code, not an entry (``clip.load``'s
+    ``build_model`` loads the rest strictly). Returns ``path``."""
+    import open_clip
+    model = copy.deepcopy(model).eval()
+    mask = model.attn_mask
+    del model.attn_mask  # a buffer in open_clip, a constant in OpenAI's
+    model.attn_mask = mask
+    size = model.visual.image_size
+    size = size[0] if isinstance(size, (tuple, list)) else size
+    ints = dict(
+        input_resolution=size,
+        context_length=model.context_length,
+        vocab_size=model.vocab_size)
+    for key, value in ints.items():
+        if hasattr(model, key):
+            delattr(model, key)
+        model.register_buffer(key, torch.tensor(value))
+    open_clip.model.convert_weights_to_lp(model, torch.float16)
+    image = torch.zeros(1, 3, size, size, dtype=torch.float16)
+    text = torch.zeros(1, ints['context_length'], dtype=torch.long)
+    traced = torch.jit.trace_module(
+        model,
+        dict(encode_image=(image, ), encode_text=(text, )),
+        check_trace=False)
+    torch.jit.save(traced, path)
+    return path
+
+
+# open_clip's timm EVA trunk -> the EVA repo's names (EVA-CLIP's
+# ``eva_vit_model.py``), inside a block
+_EVA_BLOCK_NAMES = {
+    'attn.q_proj.bias': 'attn.q_bias',
+    'attn.v_proj.bias': 'attn.v_bias',
+    'attn.norm.': 'attn.inner_attn_ln.',
+    'mlp.fc1_g.': 'mlp.w1.',
+    'mlp.fc1_x.': 'mlp.w2.',
+    'mlp.norm.': 'mlp.ffn_ln.',
+    'mlp.fc2.': 'mlp.w3.',
+}
+_EVA_KEPT = ('norm1.', 'norm2.', 'attn.q_proj.weight', 'attn.k_proj.weight',
+             'attn.v_proj.weight', 'attn.proj.')
+
+
+def eva_clip_state_dict(model_name: str = 'EVA02-B-16',
+                        seed: int = 0,
+                        rope_pt_seq_len: float = 16) -> StateDict:
+    """The weights of :func:`open_clip_state_dict` (``model_name``, ``seed``)
+    in the EVA repo's EVA-CLIP layout (baaivision/EVA ``EVA-CLIP``, e.g.
+    ``EVA02_CLIP_B_psz16_s8B.pt``): the image tower under ``visual.`` with
+    EVA's names (``attn.q_bias`` / ``v_bias``, ``attn.inner_attn_ln``,
+    ``mlp.w1`` / ``w2`` / ``ffn_ln`` / ``w3``) and its RoPE tables
+    (``rope.freqs_{cos,sin}`` at the top and, the module being shared, in
+    every block's attention), the text tower under ``text.`` (open_clip's
+    ``CustomTextCLIP`` names are EVA's), ``logit_scale``. The same CLIP as
+    the open_clip file, in another file."""
+    from mmlocat.models.backbones.eva02_clip_layers import eva_rope_table
+    source = open_clip_state_dict(model_name, seed)
+    out = OrderedDict()
+    blocks = set()
+    for key, value in source.items():
+        if not key.startswith('visual.trunk.'):
+            out[key] = value
+            continue
+        name = key[len('visual.trunk.'):]
+        if name.startswith('blocks.'):
+            _, index, rest = name.split('.', 2)
+            blocks.add(int(index))
+            renamed = next((new + rest[len(old):]
+                            for old, new in _EVA_BLOCK_NAMES.items()
+                            if rest.startswith(old)), None)
+            if renamed is None and not rest.startswith(_EVA_KEPT):
+                raise ValueError(f'{model_name}: no EVA name for {key}')
+            name = f'blocks.{index}.{renamed or rest}'
+        out['visual.' + name] = value
+    patch = out['visual.patch_embed.proj.weight']
+    grid = math.isqrt(out['visual.pos_embed'].shape[1] - 1)
+    head_dims = patch.shape[0] // TINY_HEADS
+    cos, sin = eva_rope_table((grid, grid), head_dims, rope_pt_seq_len)
+    for prefix in ['visual.'
+                   ] + [f'visual.blocks.{i}.attn.' for i in sorted(blocks)]:
+        out[prefix + 'rope.freqs_cos'] = cos.clone()
+        out[prefix + 'rope.freqs_sin'] = sin.clone()
+    return out

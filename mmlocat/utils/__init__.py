@@ -1,3 +1,7 @@
-from .safe_load import allow_mmengine_checkpoint_globals
+from .safe_load import (history_buffer_for_saving, mmengine_checkpoint_globals,
+                        mmengine_checkpoint_safe_globals)
 
-__all__ = ['allow_mmengine_checkpoint_globals']
+__all__ = [
+    'history_buffer_for_saving', 'mmengine_checkpoint_globals',
+    'mmengine_checkpoint_safe_globals'
+]

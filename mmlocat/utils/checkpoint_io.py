@@ -19,16 +19,19 @@ import sys
 import zipfile
 from collections import OrderedDict
 from typing import (BinaryIO, Callable, Dict, Iterable, List, NamedTuple,
-                    Optional, Sequence)
+                    Optional, Sequence, Tuple)
 
 import torch
 from torch import nn
 
+from .safe_load import mmengine_checkpoint_globals
+
 __all__ = [
-    'read_checkpoint', 'read_state_dict', 'save_checkpoint', 'strip_prefix',
-    'LoadReport', 'load_state_dict_reported', 'sniff_checkpoint',
-    'refuse_nonfinite_weights', 'unwrap_state_dict', 'run_cli', 'CLI_ERRORS',
-    'save_converted', 'write_atomic', 'CheckpointWriteError'
+    'read_checkpoint', 'read_state_dict', 'read_clip_state_dict',
+    'save_checkpoint', 'strip_prefix', 'LoadReport',
+    'load_state_dict_reported', 'sniff_checkpoint', 'refuse_nonfinite_weights',
+    'unwrap_state_dict', 'run_cli', 'CLI_ERRORS', 'save_converted',
+    'write_atomic', 'CheckpointWriteError'
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
@@ -120,8 +123,8 @@ def _read_safetensors(path: str) -> dict:
 def _read_torch(path: str, kind: str, safe_globals: Sequence = ()) -> object:
     try:
         # a file object: torch would go by a '.safetensors' name otherwise
-        with open(path, 'rb') as f, torch.serialization.safe_globals(
-                list(safe_globals)):
+        with open(path, 'rb') as f, mmengine_checkpoint_globals(), \
+                torch.serialization.safe_globals(list(safe_globals)):
             return torch.load(f, map_location='cpu', weights_only=True)
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as e:
         raise ValueError(f'{path} is a PyTorch file that cannot be read '
@@ -202,7 +205,8 @@ def read_checkpoint(path: str, safe_globals: Sequence = ()) -> object:
     kind = sniff_checkpoint(path)
     if kind == 'torchscript':
         raise ValueError(f'{path} is a TorchScript archive (torch.jit.save), '
-                         'not a state dict; only clip2mmlocat reads those '
+                         'not a state dict; only the CLIP readers '
+                         '(clip2mmlocat.py, the CLIP text tower) read those '
                          '(OpenAI CLIP releases)')
     if kind == 'safetensors':
         return _read_safetensors(path)
@@ -234,6 +238,53 @@ def read_state_dict(path: str,
     if finite:
         refuse_nonfinite_weights(state_dict, path)
     return state_dict
+
+
+def read_clip_state_dict(
+        path: str) -> 'Tuple[OrderedDict[str, torch.Tensor], str]':
+    """Read a CLIP release file: a state dict (any :func:`read_state_dict`
+    format) or OpenAI's TorchScript archive (``ViT-B-16.pt``, what
+    ``clip.load(..., jit=False)`` reads).
+
+    A TorchScript archive is opened with ``torch.jit.load`` and only its
+    ``state_dict()`` is taken (TorchScript's own loader: no pickled Python
+    objects are run; a causal ``attn_mask`` buffer, which a traced
+    open_clip model keeps, is dropped); every other PyTorch file goes
+    through the weights-only reader. ``module.`` prefixes are stripped.
+
+    Returns:
+        ``(state_dict, kind)``, ``kind`` as :func:`sniff_checkpoint` says.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: As :func:`read_state_dict` (also for an archive that
+            TorchScript cannot load or that holds NaN / inf weights).
+    """
+    if not osp.isfile(path):
+        if osp.isdir(path):
+            raise ValueError(f'{path} is a directory, not a checkpoint file')
+        raise FileNotFoundError(f'checkpoint not found: {path}')
+    kind = sniff_checkpoint(path)
+    if kind != 'torchscript':
+        state_dict = read_state_dict(path)
+    else:
+        try:
+            archive = torch.jit.load(path, map_location='cpu')
+        except Exception as e:  # torch raises RuntimeError and others
+            raise ValueError(f'{path} is a TorchScript archive that cannot '
+                             f'be loaded: {_first_line(e)}') from e
+        # a traced open_clip model keeps its causal mask (-inf above the
+        # diagonal) as a buffer: not a weight
+        state_dict = unwrap_state_dict(
+            {
+                k: v
+                for k, v in archive.state_dict().items()
+                if not k.endswith('attn_mask')
+            }, path)
+        refuse_nonfinite_weights(state_dict, path)
+    if all(k.startswith('module.') for k in state_dict):
+        state_dict = strip_prefix(state_dict, ['module.'])
+    return OrderedDict(state_dict), kind
 
 
 def run_cli(name: str, main: Callable[[], None]) -> None:

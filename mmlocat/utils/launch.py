@@ -9,7 +9,8 @@ from mmengine.config import Config
 
 __all__ = [
     'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook',
-    'make_training_resumable', 'resolve_resume', 'launcher_rank'
+    'add_weights_only_checkpoint_hook', 'make_training_resumable',
+    'add_vocabulary_record_hook', 'resolve_resume', 'launcher_rank'
 ]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
@@ -99,6 +100,20 @@ def add_rng_state_hook(cfg: Config) -> None:
     _add_custom_hook(cfg, 'RNGStateHook')
 
 
+def add_weights_only_checkpoint_hook(cfg: Config) -> None:
+    """Add :class:`mmlocat.engine.WeightsOnlyCheckpointHook` unless the
+    config has it: the run's checkpoints are written, and read
+    (``load_from``, ``--resume``), under torch's weights-only loading."""
+    _add_custom_hook(cfg, 'WeightsOnlyCheckpointHook')
+
+
+def add_vocabulary_record_hook(cfg: Config) -> None:
+    """Add :class:`mmlocat.engine.VocabularyRecordHook` unless the config
+    has it: checkpoints then record the text-embedding files the model was
+    trained with, which ``tools/test.py`` / ``tools/infer.py`` check."""
+    _add_custom_hook(cfg, 'VocabularyRecordHook')
+
+
 # mmengine's own classes, which the mmlocat subclasses replace one to one
 _PLAIN_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook')
 _PLAIN_EPOCH_LOOP = ('EpochBasedTrainLoop', 'mmengine.EpochBasedTrainLoop')
@@ -110,8 +125,8 @@ def make_training_resumable(cfg: Config) -> None:
     * :class:`mmlocat.engine.RNGStateHook` (random state in checkpoints);
     * :class:`mmlocat.engine.PreemptionHook` (SIGTERM / SIGUSR1 save a
       checkpoint at the next iteration, then exit; slurm requeue);
-    * :class:`mmlocat.engine.SchedulerStateHook` (scheduler states that
-      weights-only loading reads: OneCycle's annealing function by name);
+    * :class:`mmlocat.engine.WeightsOnlyCheckpointHook` (checkpoints that
+      torch's weights-only loading reads, and read them in the run);
     * ``default_hooks.checkpoint``: mmengine's ``CheckpointHook`` becomes
       :class:`mmlocat.engine.AtomicCheckpointHook` (same arguments;
       complete-or-absent files, ``last_checkpoint`` only after);
@@ -123,7 +138,7 @@ def make_training_resumable(cfg: Config) -> None:
     """
     add_rng_state_hook(cfg)
     _add_custom_hook(cfg, 'PreemptionHook')
-    _add_custom_hook(cfg, 'SchedulerStateHook')
+    add_weights_only_checkpoint_hook(cfg)
     checkpoint = (cfg.get('default_hooks', None) or {}).get('checkpoint')
     if checkpoint is not None and checkpoint.get(
             'type', None) in _PLAIN_CHECKPOINT_HOOK:

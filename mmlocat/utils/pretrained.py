@@ -101,7 +101,10 @@ def read_checkpoint(checkpoint: str) -> 'OrderedDict[str, torch.Tensor]':
     if '://' not in checkpoint:
         return read_state_dict(checkpoint)
     from mmengine.runner.checkpoint import CheckpointLoader
-    obj = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
+
+    from .safe_load import mmengine_checkpoint_globals
+    with mmengine_checkpoint_globals():
+        obj = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
     return unwrap_state_dict(obj, checkpoint)
 
 

@@ -1,26 +1,37 @@
-"""Make mmengine's checkpoints loadable with torch's weights-only unpickler.
+"""Read mmengine's checkpoints under torch's weights-only loading, scoped.
 
-torch >= 2.6 loads checkpoints with ``weights_only=True`` by default, which
-rejects what mmengine's ``MessageHub`` stores: ``HistoryBuffer`` objects
-(numpy arrays and scalars inside), so ``--resume`` and ``load_from`` fail.
-Rather than switching the safety check off, two things are done:
+torch >= 2.6 loads with ``weights_only=True`` by default, which refuses
+the objects mmengine's ``MessageHub`` keeps in every training checkpoint:
+``HistoryBuffer`` objects with numpy arrays and scalars inside. Rather than
+switching the check off, or registering types for the whole process when
+mmlocat is imported, two narrow things are provided:
 
-* the plain data types mmengine saves (``HistoryBuffer``, numpy arrays,
-  scalars and dtypes, ``_codecs.encode`` used by numpy's pickles) are
-  registered as safe globals;
-* ``HistoryBuffer`` is pickled without its class-level table of statistic
-  methods. mmengine stores bound references such as ``HistoryBuffer.mean``
-  there, which pickle as ``getattr(HistoryBuffer, 'mean')``; allowing
-  ``getattr`` would let a checkpoint reach arbitrary objects, i.e. disable
-  the check. The table is rebuilt on load (the defaults are re-registered;
-  custom methods are registered by the code that defines them anyway).
+* :func:`mmengine_checkpoint_globals`: a context manager allowing exactly
+  those plain data types (``HistoryBuffer``, numpy arrays, scalars and
+  dtypes, ``_codecs.encode`` used by numpy's pickles) for the loads inside
+  it, and removing again what it added;
+* :func:`history_buffer_for_saving`: a stand-in that pickles a
+  ``HistoryBuffer`` without its class-level table of statistic methods.
+  mmengine's own ``__getstate__`` stores bound references such as
+  ``HistoryBuffer.mean`` there, pickled as ``getattr(HistoryBuffer,
+  'mean')``; allowing ``getattr`` would let a checkpoint reach arbitrary
+  objects, i.e. disable the check. The file then holds a plain
+  ``HistoryBuffer`` (mmengine's ``__setstate__`` rebuilds the table).
+
+:class:`mmlocat.engine.WeightsOnlyCheckpointHook` applies both to a
+Runner; mmengine's classes are not modified.
 """
 import codecs
+import contextlib
+from typing import Iterator, List
 
 import numpy as np
 import torch
 
-__all__ = ['allow_mmengine_checkpoint_globals']
+__all__ = [
+    'mmengine_checkpoint_safe_globals', 'mmengine_checkpoint_globals',
+    'history_buffer_for_saving'
+]
 
 
 def _numpy_safe_globals() -> list:
@@ -43,28 +54,42 @@ def _numpy_safe_globals() -> list:
     return globals_
 
 
-def _history_buffer_getstate(self) -> dict:
-    state = dict(self.__dict__)
-    state.pop('statistics_methods', None)
-    return state
-
-
-def _history_buffer_setstate(self, state: dict) -> None:
-    state = dict(state)
-    # checkpoints written without this module still carry the table
-    methods = state.pop('statistics_methods', {})
-    self.__dict__.update(state)
-    self._set_default_statistics()
-    for name, method in methods.items():
-        self._statistics_methods.setdefault(name, method)
-
-
-def allow_mmengine_checkpoint_globals() -> None:
-    """Register mmengine's checkpoint types for weights-only loading."""
+def mmengine_checkpoint_safe_globals() -> List[object]:
+    """The types mmengine's training checkpoints hold besides tensors."""
     from mmengine.logging import HistoryBuffer
-    HistoryBuffer.__getstate__ = _history_buffer_getstate
-    HistoryBuffer.__setstate__ = _history_buffer_setstate
-    add_safe_globals = getattr(torch.serialization, 'add_safe_globals', None)
-    if add_safe_globals is None:  # torch < 2.4 has no weights-only default
-        return
-    add_safe_globals([HistoryBuffer, codecs.encode] + _numpy_safe_globals())
+    return [HistoryBuffer, codecs.encode] + _numpy_safe_globals()
+
+
+@contextlib.contextmanager
+def mmengine_checkpoint_globals() -> Iterator[None]:
+    """Allow :func:`mmengine_checkpoint_safe_globals` for the loads inside.
+
+    Only the types not already allowed are added, and only those are
+    removed on exit, so nesting this (or a user's own registration) is
+    safe.
+    """
+    allowed = set(torch.serialization.get_safe_globals())
+    missing = [
+        g for g in mmengine_checkpoint_safe_globals() if g not in allowed
+    ]
+    with torch.serialization.safe_globals(missing):
+        yield
+
+
+class _HistoryBufferState:
+    """Pickles as ``HistoryBuffer()`` + its data, without the method table
+    (see the module docstring)."""
+
+    def __init__(self, buffer) -> None:
+        self.buffer = buffer
+
+    def __reduce__(self):
+        state = dict(self.buffer.__dict__)
+        # mmengine's __getstate__ leaves its table on the live object
+        state.pop('statistics_methods', None)
+        return type(self.buffer), (), state
+
+
+def history_buffer_for_saving(buffer) -> object:
+    """What to put in a checkpoint in place of the ``HistoryBuffer``."""
+    return _HistoryBufferState(buffer)

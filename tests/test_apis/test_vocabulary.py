@@ -180,3 +180,36 @@ def test_zero_shot_vocabulary(tmp_path):
         'tag',
         cache_dir=str(tmp_path),
         encoder=lambda p: torch.ones(len(p), 4))
+
+
+def test_resolve_text_model_compares_text_towers(tmp_path):
+    """With a recorded ``text_sha256`` the text tower decides: the EVA
+    repo's file and open_clip's file of one model are both accepted (their
+    bytes differ), one changed text value or a file without a text tower
+    is refused."""
+    from mmlocat.testing import sources
+    from mmlocat.utils.provenance import text_sha256
+    state = sources.open_clip_state_dict('EVA02-B-16', seed=3)
+    bin_file, eva_file, changed = (
+        str(tmp_path / n) for n in ('open_clip.bin', 'eva.pt', 'changed.bin'))
+    torch.save(state, bin_file)
+    torch.save(sources.eva_clip_state_dict('EVA02-B-16', seed=3), eva_file)
+    fingerprint = text_sha256(state)
+    record = dict(
+        name='EVA02-B-16',
+        weights='eva.pt',
+        sha256=file_sha256(eva_file),
+        text_sha256=fingerprint)
+    for weights in (eva_file, bin_file):
+        assert voc.resolve_text_model(
+            record, 'X.json', text_weights=weights) == ('EVA02-B-16', weights)
+    other = dict(state)
+    other['text.ln_final.weight'] = other['text.ln_final.weight'] + 1e-3
+    torch.save(other, changed)
+    with pytest.raises(ValueError) as err:
+        voc.resolve_text_model(record, 'X.json', text_weights=changed)
+    assert str(err.value) == (
+        f'{changed} holds the text tower {text_sha256(other)} but X.json '
+        f'records the text tower {fingerprint} (of eva.pt) for CLIP '
+        "EVA02-B-16: pass the text weights of the detector's CLIP")
+    assert text_sha256(other) != fingerprint

@@ -27,7 +27,7 @@ import os
 import os.path as osp
 import re
 import sys
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 from unittest import mock
 
 import numpy as np
@@ -188,6 +188,130 @@ def shrink(cfg: Config) -> None:
             text.pop('model_name'))
 
 
+LOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
+
+
+def _walk_datasets(node) -> None:
+    """Dataset wrappers included: tiny sets cannot have the real size."""
+    if isinstance(node, dict):
+        if 'expected_num_images' in node:
+            node['expected_num_images'] = None
+        for key in ('dataset', 'datasets'):
+            _walk_datasets(node.get(key))
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            _walk_datasets(value)
+
+
+# The crop of a shrunk segmentation recipe (tests/test_e2e/seg_shrink.py's).
+TINY_CROP = 64
+
+
+def _scaled(value, factor: float):
+    if isinstance(value, (list, tuple)):
+        return type(value)(max(1, round(v * factor)) for v in value)
+    return max(1, round(value * factor))
+
+
+def _shrink_crops(cfg: Config) -> None:
+    """A segmentation recipe's training crop becomes :data:`TINY_CROP`
+    (its ``data_preprocessor.size``, ``RandomCrop``), every ``Resize`` /
+    ``RandomResize`` scale and a slide test's window and stride shrink
+    alike."""
+    crop = cfg.get('crop_size')
+    if not crop:
+        return
+    factor = TINY_CROP / crop[0]
+    cfg['crop_size'] = (TINY_CROP, TINY_CROP)
+    model = cfg.model
+    if (model.get('data_preprocessor') or {}).get('size'):
+        model.data_preprocessor['size'] = (TINY_CROP, TINY_CROP)
+    test_cfg = model.get('test_cfg') or {}
+    if test_cfg.get('mode') == 'slide':
+        test_cfg['crop_size'] = _scaled(test_cfg['crop_size'], factor)
+        test_cfg['stride'] = _scaled(test_cfg['stride'], factor)
+    for step in _pipeline_steps(cfg):
+        if step['type'] in ('RandomResize', 'Resize') and 'scale' in step:
+            step['scale'] = _scaled(step['scale'], factor)
+        if step['type'] == 'RandomCrop':
+            step['crop_size'] = (TINY_CROP, TINY_CROP)
+
+
+def _pipeline_steps(cfg: Config) -> List[dict]:
+    """The transforms of every loader's dataset (through wrappers)."""
+    steps = []
+    for name in LOADERS:
+        dataset = (cfg.get(name) or {}).get('dataset') or {}
+        while isinstance(dataset, dict):
+            steps += dataset.get('pipeline') or []
+            dataset = dataset.get('dataset')
+    return steps
+
+
+# The padded input of a shrunk detection recipe (F-ViT's LSJ pads to 640 /
+# 896 / 1024; a tiny tower's 8x8 patches are enough).
+TINY_DET = 128
+
+
+def _shrink_det_inputs(cfg: Config) -> None:
+    """A detection recipe that pads batches to a fixed size
+    (``BatchFixedSizePad``) pads to :data:`TINY_DET`; its ``RandomCrop``
+    and every ``Resize`` / ``RandomResize`` scale shrink alike."""
+    preprocessor = cfg.model.get('data_preprocessor') or {}
+    pads = [
+        a for a in preprocessor.get('batch_augments') or []
+        if a.get('type') == 'BatchFixedSizePad'
+    ]
+    if not pads:
+        return
+    factor = TINY_DET / max(pads[0]['size'])
+    for pad in pads:
+        pad['size'] = _scaled(pad['size'], factor)
+    for step in _pipeline_steps(cfg):
+        if step['type'] in ('RandomResize', 'Resize') and 'scale' in step:
+            step['scale'] = _scaled(step['scale'], factor)
+        if step['type'] == 'RandomCrop':
+            step['crop_size'] = _scaled(step['crop_size'], factor)
+
+
+def shrink_run(cfg: Config, iters: int = 2) -> None:
+    """Shrink what a tool runs of ``cfg`` in place (:func:`shrink` does the
+    model): batches of at most 2 images read in the main process, ``iters``
+    training iterations (one epoch of an epoch-based recipe) with a
+    checkpoint and a validation at the end, a segmentation recipe's crop of
+    :data:`TINY_CROP` (:func:`_shrink_crops`), a detection recipe's input
+    of :data:`TINY_DET` (:func:`_shrink_det_inputs`), no dataset-size
+    check, and a
+    float32 optimizer wrapper where the recipe asks for AMP without an
+    accelerator (mmengine's AMP needs one)."""
+    import torch
+    _shrink_crops(cfg)
+    _shrink_det_inputs(cfg)
+    for name in LOADERS:
+        loader = cfg.get(name)
+        if not isinstance(loader, dict):
+            continue
+        loader['batch_size'] = min(loader.get('batch_size', 1), 2)
+        loader['num_workers'] = 0
+        loader['persistent_workers'] = False
+        _walk_datasets(loader.get('dataset'))
+    train_cfg = cfg.get('train_cfg')
+    if isinstance(train_cfg, dict) and cfg.get('train_dataloader'):
+        if 'max_iters' in train_cfg:
+            train_cfg.update(max_iters=iters, val_interval=iters)
+        elif 'max_epochs' in train_cfg:
+            train_cfg.update(max_epochs=1, val_interval=1)
+        checkpoint = cfg.get('default_hooks', {}).get('checkpoint')
+        if isinstance(checkpoint, dict) and 'max_iters' in train_cfg:
+            checkpoint['interval'] = iters
+    wrapper = cfg.get('optim_wrapper')
+    if (isinstance(wrapper, dict) and wrapper.get('type') == 'AmpOptimWrapper'
+            and not torch.cuda.is_available()):
+        wrapper['type'] = 'OptimWrapper'
+        for key in ('loss_scale', 'dtype'):
+            wrapper.pop(key, None)
+
+
 def _tower(model: dict) -> dict:
     return next(model[k] for k in TOWER_KEYS if isinstance(model.get(k), dict))
 
@@ -203,11 +327,14 @@ def _clip_record(tower: dict) -> dict:
     return {k: record[k] for k in ('name', 'weights', 'sha256') if k in record}
 
 
-def write_data_files(cfg: Config, seed: int = 0) -> None:
+def write_data_files(cfg: Config,
+                     seed: int = 0,
+                     keep_existing: bool = False) -> None:
     """Write the text-embedding files (and base-class lists) the model
     reads when it is built, at the config's paths (relative to the working
     directory), with the config's classes, the tower's joint width and the
-    tower checkpoint's CLIP record."""
+    tower checkpoint's CLIP record (``keep_existing``: leave files that
+    exist, e.g. written by a README command)."""
     from mmlocat.datasets import text_embeddings as te
     model = cfg.model
     tower = _tower(model)
@@ -216,6 +343,8 @@ def write_data_files(cfg: Config, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
 
     def write(path, names, **row_map):
+        if keep_existing and osp.isfile(path):
+            return
         te.save_text_embeddings(path, rng.normal(size=(len(names), dims)),
                                 names, record, **row_map)
 
@@ -238,7 +367,8 @@ def write_data_files(cfg: Config, seed: int = 0) -> None:
             count = model.roi_head.get('mask_head', {}).get('num_classes', 20)
             names = [f'category_{i}' for i in range(count)]
         base = head.get('base_class_names')
-        if isinstance(base, str) and base.endswith('.json'):
+        if isinstance(base, str) and base.endswith('.json') and not (
+                keep_existing and osp.isfile(base)):
             os.makedirs(osp.dirname(osp.abspath(base)), exist_ok=True)
             with open(base, 'w', encoding='utf-8') as f:
                 json.dump(names[:len(names) * 2 // 3], f)
@@ -259,7 +389,7 @@ def prepare_model(cfg: Config, made: 'Made'):
     for _, path in checkpoint_refs(cfg):
         made.get(path)
     shrink(cfg)
-    write_data_files(cfg)
+    write_data_files(cfg, keep_existing=made.keep_data)
     return build_model(cfg)
 
 
@@ -304,10 +434,22 @@ def save_training_checkpoint(model, cfg: Config, path: str) -> None:
 # ------------------------------------------------------------------ makers
 class Made:
     """The made files under ``root`` (the working directory the configs'
-    relative paths resolve in), each made once."""
+    relative paths resolve in), each made once.
 
-    def __init__(self, root: str) -> None:
+    Args:
+        root: The working directory.
+        makers: The makers to use (default :data:`MAKERS`). A name without
+            a maker that already exists under ``root`` (written by a README
+            command) is taken as it is.
+    """
+
+    def __init__(self,
+                 root: str,
+                 makers: Optional[Dict[str, 'Maker']] = None) -> None:
         self.root = root
+        self.makers = MAKERS if makers is None else makers
+        # prepare_model keeps the data files that exist (a README root)
+        self.keep_data = makers is not None
         self._done: Dict[str, str] = {}
         self._making: List[str] = []
 
@@ -315,17 +457,20 @@ class Made:
         """The absolute path of checkpoint ``name``, made on first use."""
         if name in self._done:
             return self._done[name]
-        if name not in MAKERS:
+        path = osp.join(self.root, name)
+        if name not in self.makers:
+            if osp.isfile(path):
+                self._done[name] = path
+                return path
             raise KeyError(missing_maker_message('a maker', [name]))
         if name in self._making:
             raise RuntimeError(f'makers depend on each other: {self._making}')
         self._making.append(name)
-        path = osp.join(self.root, name)
         os.makedirs(osp.dirname(path), exist_ok=True)
         cwd = os.getcwd()
         os.chdir(self.root)
         try:
-            MAKERS[name](self, path)
+            self.makers[name](self, path)
         finally:
             os.chdir(cwd)
             self._making.pop()

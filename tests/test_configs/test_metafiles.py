@@ -58,8 +58,10 @@ def test_every_config_is_listed_and_documented(folder):
         assert f'({osp.basename(config)})' in readme.replace('./', ''), config
 
 
-def test_paper_numbers_match_the_spec_tables():
-    """The probe and classification numbers of spec/locat.md section 4."""
+def test_paper_numbers_match_the_readme_tables():
+    """The probe and classification numbers the LocAtViT paper reports
+    (https://arxiv.org/abs/2603.04892), as configs/locat/README.md lists
+    them."""
     results = {
         m['Name']: m['Results'][0]['Metrics']
         for m in load('locat')['Models'] if m.get('Results')

@@ -17,7 +17,7 @@ from mmlocat.datasets.text_embeddings import (names_from_annotations,
                                               read_class_names)
 from mmlocat.testing import generate
 
-# The 17 novel classes as written in spec/ov-detection.md.
+# The 17 novel classes as written in docs/method.md#open-vocabulary-splits.
 SPEC_NOVEL = ('airplane, bus, cat, dog, cow, elephant, umbrella, tie, '
               'snowboard, skateboard, cup, knife, cake, couch, keyboard, '
               'sink, scissors').split(', ')

@@ -22,6 +22,7 @@ import torch
 from tiny_cls import probe_env, read_losses, run_train, write_tiny_cls_config
 
 from mmlocat.testing import generate
+from mmlocat.utils import mmengine_checkpoint_globals
 
 ITERS = 6
 
@@ -56,8 +57,9 @@ def test_two_gloo_processes_equal_one_at_twice_the_batch(
             repo_root,
             timeout=300,
             procs=procs)
-        ckpt = torch.load(
-            osp.join(work, f'iter_{ITERS}.pth'), weights_only=True)
+        with mmengine_checkpoint_globals():
+            ckpt = torch.load(
+                osp.join(work, f'iter_{ITERS}.pth'), weights_only=True)
         runs[name] = (read_losses(losses, by_rank=True), ckpt['state_dict'])
 
     single, single_weights = runs['single']

@@ -223,11 +223,11 @@ def _class_embeddings(config, checkpoint, path, names=None, templates=None):
 
     from mmlocat.datasets import TokenizeCaption
     from mmlocat.registry import MODELS
-    from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
+    from mmlocat.utils import mmengine_checkpoint_globals
     cfg = Config.fromfile(config)
     model = MODELS.build(cfg.model).eval()
-    allow_mmengine_checkpoint_globals()
-    load_checkpoint(model, checkpoint, map_location='cpu')
+    with mmengine_checkpoint_globals():  # a training checkpoint
+        load_checkpoint(model, checkpoint, map_location='cpu')
     tokenize = TokenizeCaption(model_name='ViT-B-16')
 
     def encode(prompts):
@@ -369,9 +369,9 @@ def converted(trained, trained_cls, tmp_path_factory, repo_root,
 
 def _trained_tower(src, prefix='image_encoder.'):
     """``image_encoder.*`` of the training checkpoint, prefix removed."""
-    from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
-    allow_mmengine_checkpoint_globals()
-    state = torch.load(src, map_location='cpu', weights_only=True)
+    from mmlocat.utils import mmengine_checkpoint_globals
+    with mmengine_checkpoint_globals():
+        state = torch.load(src, map_location='cpu', weights_only=True)
     return {
         k[len(prefix):]: v
         for k, v in state['state_dict'].items() if k.startswith(prefix)

@@ -5,6 +5,7 @@ written to tmp_path; the shipped OV-COCO / OV-LVIS configs are derived with
 a 4-layer, 32-d CLIP ViT (16-d joint space) at 64 px and run in
 subprocesses exactly as a user would.
 """
+import glob
 import json
 import os.path as osp
 import pickle
@@ -18,6 +19,7 @@ import pytest
 from mmlocat.datasets.text_embeddings import (names_from_annotations,
                                               save_text_embeddings)
 from mmlocat.testing import generate
+from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
 
 EMBED = 16
 TINY_MODEL = """
@@ -217,6 +219,36 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
         r'the training data \S*instances_train2017_seen_2\.json labels 48 '
         r'classes .* expects labels indexing 65 classes', out), out[-3000:]
 
+    # The vocabulary travels with the checkpoint (train.py adds
+    # mmlocat.VocabularyRecordHook): the embedding file regenerated with
+    # other values, same names and order, is refused by test.py and
+    # infer.py, naming both hashes; --allow-vocabulary-change runs.
+    record = read_checkpoint_meta(ckpt)['vocabulary']
+    role = 'roi_head.bbox_head.text_embeddings'
+    assert record[role]['sha256'] == file_sha256(emb)
+    assert record[role]['names'] == list(names) + ['background']
+    trained_sha = file_sha256(emb)
+    _random_embeddings(tmp_path / 'coco_emb.npy', names, seed=7)
+    image = sorted(glob.glob(osp.join(root, 'val2017', '*.jpg')))[0]
+    runs = dict(
+        test=['tools/test.py', cfg, ckpt, '--work-dir', work],
+        infer=[
+            'tools/infer.py', image, cfg, ckpt, '--out',
+            str(tmp_path / 'infer')
+        ])
+    for tool, args in runs.items():
+        code, out = _run(args, subprocess_env, repo_root, expect_ok=False)
+        assert code == 2, out[-3000:]
+        assert (f"the vocabulary is not the checkpoint's: {ckpt} records "
+                f'{role} {emb} (sha256 {trained_sha}) but the model '
+                f'reads {emb} (sha256 {file_sha256(emb)}): the same names in '
+                'the same order with other values') in out, out[-3000:]
+        _, out = _run(args + ['--allow-vocabulary-change'], subprocess_env,
+                      repo_root)
+        assert 'vocabulary changed (--allow-vocabulary-change)' in out
+        if tool == 'test':
+            assert re.search(r'coco/novel_ap50: (-?[\d.]+)', out)
+
 
 def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
     root = str(tmp_path / 'lvis')
@@ -307,3 +339,15 @@ def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
                      expect_ok=False)
     assert code == 2 and 'refusing to run a partly random network' in out
     assert 'unexpected keys (170): [backbone.interpolate1.0.weight' in out
+    # the converted checkpoint records the embedding file it was checked
+    # against: the file regenerated with other values is refused
+    trained_sha = file_sha256(emb)
+    _random_embeddings(tmp_path / 'coco_emb.npy', names, seed=9)
+    code, out = _run(['tools/test.py', cfg, dst],
+                     subprocess_env,
+                     repo_root,
+                     expect_ok=False)
+    assert code == 2, out[-3000:]
+    assert (f'{dst} records roi_head.bbox_head.text_embeddings {emb} '
+            f'(sha256 {trained_sha}) but the model reads {emb} (sha256 '
+            f'{file_sha256(emb)})') in out, out[-3000:]

@@ -29,6 +29,7 @@ from tiny_cls import (paused_pid, paused_run, probe_env, read_losses, resume,
                       run_train, tiny_imagenet, train_command,
                       write_tiny_cls_config)
 
+from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
 # scontrol stand-in: records its arguments and what the work dir holds when
@@ -137,7 +138,8 @@ def test_signal_saves_then_resume_is_bit_identical(case, imagenet_root,
 
     stop_ckpt = _check_stopped(work, c.stop_at, out,
                                signal.Signals(c.signum).name)
-    ckpt = torch.load(stop_ckpt, weights_only=True)
+    with mmengine_checkpoint_globals():
+        ckpt = torch.load(stop_ckpt, weights_only=True)
     assert ckpt['meta']['iter'] == c.stop_at
     # epochs completed (5 batches each); 0 for the iteration-based loop
     assert ckpt['meta']['epoch'] == (c.stop_at - 1) // 5 * bool(c.epochs)

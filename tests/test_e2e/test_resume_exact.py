@@ -17,6 +17,8 @@ import torch
 from tiny_cls import (paused_run, probe_env, read_losses, run_train,
                       tiny_imagenet, train_command, write_tiny_cls_config)
 
+from mmlocat.utils import mmengine_checkpoint_globals
+
 ITERS, EVERY, KILL_AFTER = 8, 3, 5
 
 
@@ -56,7 +58,9 @@ def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
     assert proc.returncode == -signal.SIGKILL
     assert osp.isfile(osp.join(work, f'iter_{EVERY}.pth'))
     assert not osp.exists(osp.join(work, f'iter_{2 * EVERY}.pth'))
-    ckpt = torch.load(osp.join(work, f'iter_{EVERY}.pth'), weights_only=True)
+    with mmengine_checkpoint_globals():
+        ckpt = torch.load(
+            osp.join(work, f'iter_{EVERY}.pth'), weights_only=True)
     assert set(ckpt['rng_state']['state']) >= {'python', 'numpy', 'torch'}
     assert ckpt['rng_state']['data']['num_workers'] == num_workers
 

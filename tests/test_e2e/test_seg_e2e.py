@@ -276,9 +276,10 @@ def test_resume_continues(followups):
 
 
 def test_probe_checkpoint_tests_and_resumes(followups):
-    """OneCycle's annealing function is stored by name
-    (mmlocat.SchedulerStateHook), so weights-only loading reads the probe's
-    checkpoints: tools/test.py evaluates one and --resume continues."""
+    """OneCycle's annealing function is stored by name (the probe schedule's
+    mmlocat.WeightsOnlyCheckpointHook), so weights-only loading reads the
+    probe's checkpoints: tools/test.py evaluates one and --resume
+    continues."""
     assert re.search(r'mIoU: [\d.]+', check(followups['probe_test']))
     log = check(followups['probe_resume'])
     assert f'resumed epoch: 0, iter: {ITERS}' in log

@@ -17,7 +17,7 @@ from mmengine.runner import Runner
 import mmlocat  # noqa: F401
 from mmlocat.testing import generate
 from mmlocat.testing.tiny_archs import tiny_open_clip_cfg, tiny_vit
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.provenance import file_sha256, text_sha256
 
 EMBED = 16
 MODEL_CFG = tiny_open_clip_cfg(embed_dim=EMBED, text_layers=1)
@@ -104,8 +104,14 @@ def test_scale_from_the_checkpoint_clamped_after_each_step(tmp_path):
         str(tmp_path / 'work' / 'iter_3.pth'),
         map_location='cpu',
         weights_only=False)
+    # the text tower the run trains against, by file and by content
     assert ckpt['meta']['clip_provenance'] == dict(
-        text=dict(weights='clip.pt', sha256=file_sha256(weights)), image={})
+        text=dict(
+            weights='clip.pt',
+            sha256=file_sha256(weights),
+            text_sha256=text_sha256(ref.state_dict()),
+            text_act='gelu'),
+        image={})
     assert float(ckpt['state_dict']['logit_scale']) == float(
         runner.model.logit_scale)
 

@@ -166,7 +166,8 @@ def test_exact_scales_in_every_host(make):
     check_groups(model, optimizer)
     names = dict(model.named_parameters())
     found = groups_by_param(optimizer)
-    # the parameters the spec names explicitly
+    # no decay: the default no-decay names (position embedding, CLS and
+    # register tokens) and 1-D parameters (norms, biases, GAug's biases)
     for name in ('backbone.pos_embed', 'backbone.cls_token',
                  'backbone.reg_token', 'backbone.layers.0.ln1.weight',
                  'backbone.layers.1.attn.gaug.log_var.bias',

@@ -11,7 +11,7 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 
-import mmlocat  # noqa: F401  (safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.engine.hooks import RNGStateHook
 from mmlocat.engine.hooks.rng_state_hook import _RestoreBeforeBatch
 

@@ -1,4 +1,5 @@
 """The generated captioned shapes: layout, captions, and learnable."""
+import math
 import os.path as osp
 import tarfile
 
@@ -93,7 +94,9 @@ def test_a_tiny_clip_learns_it(tmp_path):
             patch_size=8,
             act='gelu',
             topk_ratio=0.5),
-        text_encoder=dict(model_cfg=CFG))
+        text_encoder=dict(model_cfg=CFG),
+        # from scratch: no text weights to read the pretrained scale from
+        init_logit_scale=math.log(1 / 0.07))
     model.init_weights()
     tokenize = TokenizeCaption(model_cfg=CFG)
     images = torch.stack([

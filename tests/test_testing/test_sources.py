@@ -49,7 +49,8 @@ def test_timm_vits(name):
 def test_timm_locat_adds_the_public_gaug_weights():
     tiny = sources.timm_vit_state_dict('deit_tiny_patch16_224', gaug=True)
     gaug = sorted(k for k in tiny if '.attn.gaug.' in k)
-    assert len(gaug) == 12 * 4  # 3 d + 3 parameters per block (spec)
+    # 3 d + 3 parameters per block (docs/method.md#gaug-gaussian-locality-bias)
+    assert len(gaug) == 12 * 4
     head_dims = sources.TINY_WIDTH // sources.TINY_HEADS
     assert tiny['blocks.11.attn.gaug.log_var.weight'].shape == (2, head_dims)
     assert tiny['blocks.11.attn.gaug.log_alpha.bias'].shape == (1, )

@@ -1,7 +1,9 @@
 """The thin dataset CLIs in tools/dataset_converters/."""
 import json
+import os
 import os.path as osp
 import runpy
+import subprocess
 import sys
 
 import pytest
@@ -28,6 +30,33 @@ def test_make_tiny_datasets(repo_root, tmp_path, monkeypatch, capsys):
     assert osp.isfile(
         osp.join(voc, 'ImageSets', 'SegmentationContext', 'val.txt'))
     assert osp.isfile(osp.join(root, 'imagenet', 'meta', 'train.txt'))
+
+
+def test_readme_command_on_a_fresh_root(repo_root, tmp_path, subprocess_env):
+    """README.md "Tools": every kind into one new root, in a fresh process
+    (COCO-Object shared COCO's folder and stopped the run); a second run
+    with the same arguments rewrites nothing and succeeds."""
+    root = str(tmp_path / 'tiny')
+    command = [
+        sys.executable, 'tools/dataset_converters/make_tiny_datasets.py',
+        '--root', root
+    ]
+    for _ in range(2):
+        proc = subprocess.run(
+            command,
+            cwd=repo_root,
+            env=subprocess_env,
+            capture_output=True,
+            text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    # COCO-Object is derived inside the folders of its sources
+    for source in ('coco', 'coco_stuff164k'):
+        for split in ('train2017', 'val2017'):
+            folder = osp.join(root, source, 'coco_object', split)
+            assert any(n.endswith('.png') for n in os.listdir(folder)), folder
+    assert osp.isfile(
+        osp.join(root, 'coco', 'annotations', 'instances_val2017.json'))
+    assert 'coco_object:' in proc.stdout
 
 
 def test_make_ov_coco_and_lvis(repo_root, tmp_path, monkeypatch, capsys):

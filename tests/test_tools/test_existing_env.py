@@ -279,6 +279,43 @@ def test_wheel_ships_the_package_only(user_env):
     assert sources <= set(names), sorted(sources - set(names))
 
 
+# every module of the installed wheel imports, and the package data the
+# library reads at run time is there (outside the checkout, no PYTHONPATH)
+WHEEL_MODULES = r"""
+import importlib, json, os, pkgutil, tempfile
+import mmlocat
+failed = {}
+names = [m.name for m in pkgutil.walk_packages(mmlocat.__path__, 'mmlocat.')]
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception as err:
+        failed[name] = f'{type(err).__name__}: {err}'
+from mmlocat.datasets.imagenet_class_names import imagenet_class_names
+from mmlocat.testing import generate
+lvis = generate('lvis', tempfile.mkdtemp(), num_train=1, num_val=1,
+                img_size=(32, 32))
+print(json.dumps(dict(
+    origin=mmlocat.__file__, modules=len(names), failed=failed,
+    imagenet=len(imagenet_class_names('open_clip')),
+    lvis=sorted(lvis))))
+"""
+
+
+def test_every_module_imports_from_the_wheel(user_env):
+    out = json.loads(
+        user_env.py('-c', WHEEL_MODULES).stdout.strip().splitlines()[-1])
+    assert out['origin'].startswith(user_env.purelib), out['origin']
+    # one module (or sub-package) per .py file of the source tree, less
+    # mmlocat/__init__.py (walk_packages names what is below mmlocat)
+    expected = glob.glob(
+        osp.join(REPO, 'mmlocat', '**', '*.py'), recursive=True)
+    assert out['modules'] == len(expected) - 1
+    assert out['failed'] == {}
+    assert out['imagenet'] == 1000  # mmlocat/datasets/data ships
+    assert out['lvis']  # the LVIS writer's category list ships
+
+
 def _host_train_script(user_env, package: str) -> str:
     proc = user_env.py(
         '-c', f'import os, {package}; '

@@ -402,7 +402,7 @@ def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
             img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes', 'cat',
             '--text-model-config', tiny_clip['model_cfg'], '--text-weights',
             coco_fvit['ckpt']
-        ], 'has sha256'),
+        ], f"{coco_fvit['ckpt']} holds no CLIP text tower but "),
     )
     for argv, message in cases:
         monkeypatch.setattr(sys, 'argv',

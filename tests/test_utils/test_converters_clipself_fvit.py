@@ -34,6 +34,7 @@ from mmlocat.utils.converters import (clipself_fvit_weights,
                                       convert_clipself_fvit)
 from mmlocat.utils.converters.clipself_fvit import (CLASS_EMBEDDINGS_KEY,
                                                     DROP_REASONS)
+from mmlocat.utils.provenance import file_sha256
 
 COCO = 'ovd/fvit_eva02-clip-b16_ov-coco.py'
 LVIS = 'ovd/fvit_eva02-clip-b16_ov-lvis.py'
@@ -375,6 +376,15 @@ def test_converter_tool(coco, subprocess_env, repo_root):
         rope=25, fc_cls=2, embeddings=1, meta=1, optimizer=1)
     assert record['classes'] == coco['names']
     assert record['class_embeddings']['shape'] == [66, EMBED]
+    # the file written (else the file checked) is the checkpoint's
+    # vocabulary, as training records it
+    assert meta['vocabulary'] == {
+        'roi_head.bbox_head.text_embeddings':
+        dict(
+            file=export,
+            sha256=file_sha256(export),
+            names=coco['names'] + ['background'])
+    }
     model = build_detector(coco['model_cfg']).eval()
     report = load_state_dict_reported(model, saved['state_dict'])
     assert not report.missing and not report.unexpected

@@ -106,31 +106,3 @@ def test_cli_reports_bad_input(tmp_path, repo_root, subprocess_env):
         assert proc.returncode != 0
         assert message in proc.stderr and 'Traceback' not in proc.stderr
         assert not osp.exists(dst)
-
-
-@pytest.mark.parametrize('old,new', [('lastvit2mmlocat', 'last_vit2mmlocat'),
-                                     ('eva2mmlocat', 'eva02_clip2mmlocat')])
-def test_old_tool_names_are_deprecated_aliases(old, new, tmp_path, repo_root,
-                                               subprocess_env):
-    """The old CLI names still work, say they are deprecated and run the
-    new tool (its usage, its errors)."""
-
-    def run(*args):
-        return subprocess.run(
-            [sys.executable, f'tools/model_converters/{old}.py', *args],
-            cwd=repo_root,
-            env=subprocess_env,
-            capture_output=True,
-            text=True,
-            timeout=300)
-
-    proc = run('--help')
-    assert proc.returncode == 0, proc.stderr
-    assert f'{old}.py is deprecated' in proc.stderr
-    assert f'tools/model_converters/{new}.py' in proc.stderr
-    assert f'usage: {new}.py' in proc.stdout
-    missing = str(tmp_path / 'missing.pth')
-    proc = run(missing, str(tmp_path / 'out.pth'))
-    assert proc.returncode != 0
-    assert 'checkpoint not found' in proc.stderr
-    assert 'Traceback' not in proc.stderr

@@ -7,7 +7,8 @@ import os.path as osp
 import pytest
 from mmengine.config import Config
 
-from mmlocat.utils.launch import (FORMAT_ENV, launcher_rank, load_config,
+from mmlocat.utils.launch import (FORMAT_ENV, add_vocabulary_record_hook,
+                                  launcher_rank, load_config,
                                   make_training_resumable, resolve_resume)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -77,7 +78,7 @@ def test_shipped_configs_become_resumable(config):
     hooks = [h['type'] for h in cfg.custom_hooks]
     assert hooks.count('mmlocat.RNGStateHook') == 1
     assert hooks.count('mmlocat.PreemptionHook') == 1
-    assert hooks.count('mmlocat.SchedulerStateHook') == 1
+    assert hooks.count('mmlocat.WeightsOnlyCheckpointHook') == 1
     assert cfg.default_hooks.checkpoint.type == 'mmlocat.AtomicCheckpointHook'
     loop = RESUMABLE[config]
     if loop.startswith('mmlocat.'):
@@ -98,6 +99,18 @@ def test_shipped_configs_become_resumable(config):
         assert LOOPS.get(loop).__name__ == loop.split('.')[1]
 
 
+def test_vocabulary_record_hook_is_added_once():
+    cfg = Config(dict(custom_hooks=[dict(type='mmlocat.RNGStateHook')]))
+    add_vocabulary_record_hook(cfg)
+    add_vocabulary_record_hook(cfg)
+    assert cfg.custom_hooks == [
+        dict(type='mmlocat.RNGStateHook'),
+        dict(type='mmlocat.VocabularyRecordHook')
+    ]
+    from mmlocat.registry import HOOKS
+    assert HOOKS.get('VocabularyRecordHook') is not None
+
+
 def test_other_loops_and_hooks_are_kept():
     cfg = Config(
         dict(
@@ -110,7 +123,7 @@ def test_other_loops_and_hooks_are_kept():
     assert cfg.custom_hooks == [
         dict(type='mmlocat.PreemptionHook', requeue=False),
         dict(type='mmlocat.RNGStateHook'),
-        dict(type='mmlocat.SchedulerStateHook')
+        dict(type='mmlocat.WeightsOnlyCheckpointHook')
     ]
 
 

@@ -29,6 +29,7 @@ from mmengine.runner import load_checkpoint
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis.cli import add_model_options
+from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.visualization import colorize_labels, heatmap_overlay, save_panels
 
@@ -98,12 +99,13 @@ def main() -> None:
         raise TypeError(f'{args.config} is not a zero-shot segmentation '
                         f'config (model {type(model).__name__})')
     # strict: never draw a partly random network
-    load_checkpoint(
-        model,
-        args.checkpoint,
-        map_location='cpu',
-        strict=True,
-        logger='silent')
+    with mmengine_checkpoint_globals():
+        load_checkpoint(
+            model,
+            args.checkpoint,
+            map_location='cpu',
+            strict=True,
+            logger='silent')
     model = model.to(args.device).eval()
     packed = load_inputs(cfg, args.image, args.gt)
     with torch.no_grad():

@@ -9,7 +9,12 @@ Example::
 Each kind goes to ``ROOT/<sub-folder>`` mirroring the usual ``data/`` layout
 (``ade/ADEChallengeData2016``, ``coco_stuff164k``, ``VOCdevkit/VOC2010``,
 ``coco``, ``lvis_v1``, ``imagenet``), so a config can point its
-``data_root`` there. Re-running with the same arguments does nothing.
+``data_root`` there. COCO-Object is a conversion in its source's folder
+(``coco/coco_object`` from COCO's instances, ``coco_stuff164k/coco_object``
+from COCO-Stuff), which it shares with ``coco`` / ``coco_stuff``. Re-running
+with the same arguments rewrites nothing; other arguments replace what an
+earlier run wrote; files this tool did not write are never overwritten (the
+run stops, naming them).
 """
 import argparse
 import os.path as osp
@@ -17,6 +22,7 @@ import os.path as osp
 from tqdm import tqdm
 
 from mmlocat.testing import DATASET_KINDS, DEFAULT_SUBDIRS, generate
+from mmlocat.utils.checkpoint_io import run_cli
 
 
 def parse_args():
@@ -67,4 +73,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('make_tiny_datasets', main)

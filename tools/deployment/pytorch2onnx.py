@@ -19,7 +19,7 @@ import argparse
 
 import torch
 
-import mmlocat  # noqa: F401  (registry node, safe checkpoint globals)
+import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis.cli import add_model_options
 from mmlocat.apis.onnx_export import build_export_model, export_onnx, run_onnx
 from mmlocat.utils.checkpoint_io import run_cli

@@ -8,15 +8,27 @@ prompts of zero-shot segmentation); the CLIP text tower (open_clip, with
 weights you supply) encodes them; the L2-normalised prompt embeddings are
 averaged and normalised again. Writes ``OUT.npy`` (``(C[+1], D)``),
 ``OUT.json`` (the class names, row by row, and the text model: open_clip
-name, weights file and its sha256, templates and prompt style, which F-ViT
-and the zero-shot segmentor compare with their checkpoints and configs)
-and, with ``--ann-file``, ``OUT.base.json`` (the base
-classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
+name, weights file and its sha256, the fingerprint ``text_sha256`` of the
+text tower it encoded with and its activation ``text_act``, templates and
+prompt style, which F-ViT and the zero-shot segmentor compare with their
+checkpoints and configs) and, with ``--ann-file``, ``OUT.base.json`` (the
+base classes: OV-COCO ``split == 'base'`` or LVIS frequent + common)::
 
     python tools/misc/dump_text_embeddings.py \
         --ann-file data/coco/annotations/instances_val2017_all_2.json \
-        --model ViT-B-16 --pretrained checkpoints/ViT-B-16.pt \
+        --model ViT-B-16-quickgelu --pretrained checkpoints/ViT-B-16.pt \
         --background data/coco/embeddings/ov-coco_clip-vit-b16.npy
+
+``--pretrained`` is read by its content: OpenAI's TorchScript release
+(``ViT-B-16.pt``; a QuickGELU CLIP, so a ``--model`` with exact GELU such as
+``ViT-B-16`` is refused), an open_clip state dict
+(``open_clip_pytorch_model.bin``: LAION's ``ViT-B-16``, MetaCLIP's
+``ViT-B-16-quickgelu``, ``EVA02-B-16``, ...), the EVA repo's EVA-CLIP
+``.pt`` (``EVA02_CLIP_B_psz16_s8B.pt`` with ``--model EVA02-B-16``), a
+trained LaSt-CLIP text tower (``lastclip2mmlocat.py --text-out``), or an
+open_clip tag (downloaded by open_clip). An open_clip state dict does not
+say its activation: ``--model`` must name it (``ViT-B-16`` for LAION's,
+``ViT-B-16-quickgelu`` for OpenAI's and MetaCLIP's weights).
 
 ImageNet zero-shot classification (``mmlocat.ZeroShotAccuracy``) follows
 open_clip's protocol by default: ``--imagenet`` writes open_clip's curated
@@ -51,12 +63,12 @@ import json
 
 from mmengine.config import Config
 
-from mmlocat.apis.vocabulary import open_clip_encoder, register_model_config
+from mmlocat.apis.vocabulary import (encoder_record, open_clip_encoder,
+                                     register_model_config)
 from mmlocat.datasets import text_embeddings as te
 from mmlocat.datasets.imagenet_class_names import (
     IMAGENET_NAME_SOURCES, build_listed_class_embeddings, imagenet_class_names)
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.provenance import clip_provenance
 
 
 def parse_args(argv=None):
@@ -181,11 +193,9 @@ def main():
             background=args.background,
             prompt_style=args.prompt_style)
     text_model = dict(
-        clip_provenance(model_name, args.pretrained),
+        encoder_record(encode, model_name, args.pretrained),
         templates=args.templates,
         prompt_style=args.prompt_style)
-    if 'weights' not in text_model:  # an open_clip tag, not a file
-        text_model['weights'] = args.pretrained
     te.save_text_embeddings(
         args.out, embeddings, rows, text_model=text_model, **query_map)
     print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]} '

@@ -5,12 +5,22 @@ Usage:
         (--model NAME | --model-config FILE | --act {gelu,quick_gelu})
         [--prefix P]
 
+Example (the file the ``configs/ovd`` and ``configs/last`` CLIP configs
+load)::
+
+    python tools/model_converters/clip2mmlocat.py checkpoints/ViT-B-16.pt \
+        checkpoints/clip-vit-b16_mmlocat.pth --model ViT-B-16-quickgelu
+
 The weights do not tell the MLP activation: ``--model`` (an open_clip model
 name, e.g. ``ViT-B-16`` (exact GELU) or ``ViT-B-16-quickgelu`` / OpenAI
 weights) or ``--model-config`` (an open_clip model-config JSON) reads it,
-``--act`` states it. The checkpoint's ``meta['clip']`` records the model
-name, the activation and the source file's name and sha256 (F-ViT compares
-them with its text embeddings'); ``mmlocat.CLIPViT(act=None)`` follows it.
+``--act`` states it. An OpenAI TorchScript archive is a QuickGELU CLIP: a
+model or ``--act`` with exact GELU is refused for it. The checkpoint's
+``meta['clip']`` records the model name, the activation, the source file's
+name and sha256 and, when the file holds the text tower too (OpenAI's and
+open_clip's releases do), that tower's fingerprint ``text_sha256`` and
+activation ``text_act`` (F-ViT and the zero-shot models compare them with
+their text embeddings'); ``mmlocat.CLIPViT(act=None)`` follows it.
 
 ``SRC`` is an open_clip / OpenAI state dict (``.pt``, ``.pth``, ``.bin``,
 ``.safetensors``) or an OpenAI TorchScript archive. Keys are written under
@@ -19,17 +29,15 @@ checkpoint=DST, prefix='backbone.')`` on an ``mmlocat.CLIPViT``.
 """
 import argparse
 import os.path as osp
-from collections import OrderedDict
 
-import torch
-
-from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
+from mmlocat.utils.checkpoint_io import (read_clip_state_dict, run_cli,
                                          save_converted)
 from mmlocat.utils.converters import convert_clip
-from mmlocat.utils.converters.clip import (check_tower_config,
+from mmlocat.utils.converters.clip import (check_openai_archive_act,
+                                           check_tower_config,
                                            clip_tower_settings,
                                            open_clip_model_config)
-from mmlocat.utils.provenance import clip_provenance
+from mmlocat.utils.provenance import clip_provenance, text_provenance
 
 
 def parse_args() -> argparse.Namespace:
@@ -52,9 +60,12 @@ def parse_args() -> argparse.Namespace:
 
 
 def tower_record(args: argparse.Namespace) -> tuple:
-    """``(open_clip config or None, meta['clip'])`` of the arguments."""
+    """``(open_clip config or None, meta['clip'], text activation)`` of the
+    arguments."""
     if args.act is not None:
-        return None, dict(clip_provenance(None, args.src), act=args.act)
+        # open_clip's quick_gelu flag builds both towers' MLPs
+        return None, dict(
+            clip_provenance(None, args.src), act=args.act), args.act
     cfg = open_clip_model_config(args.model, args.model_config)
     settings = clip_tower_settings(cfg)
     if settings['layout'] != 'openai':
@@ -63,30 +74,24 @@ def tower_record(args: argparse.Namespace) -> tuple:
             f'({settings["timm_model_name"]}), not the OpenAI layout; use '
             'tools/model_converters/eva02_clip2mmlocat.py')
     name = args.model or osp.splitext(osp.basename(args.model_config))[0]
-    return cfg, dict(clip_provenance(name, args.src), act=settings['act'])
-
-
-def read_clip(path: str) -> 'OrderedDict[str, torch.Tensor]':
-    """Read a state dict; OpenAI's released ``.pt`` files are TorchScript."""
-    try:
-        return read_state_dict(path)
-    except ValueError as err:
-        try:
-            archive = torch.jit.load(path, map_location='cpu')
-        except Exception:
-            raise err
-        return OrderedDict(archive.state_dict())
+    record = dict(clip_provenance(name, args.src), act=settings['act'])
+    return cfg, record, settings['text_act']
 
 
 def main() -> None:
     args = parse_args()
     try:
-        cfg, record = tower_record(args)
-        state_dict = convert_clip(read_clip(args.src))
+        cfg, record, text_act = tower_record(args)
+        source, kind = read_clip_state_dict(args.src)
+        if kind == 'torchscript':
+            check_openai_archive_act(args.src, record['act'], args.model
+                                     or args.model_config)
+        state_dict = convert_clip(source)
         if cfg is not None:
             check_tower_config(state_dict, cfg, args.src)
     except (FileNotFoundError, ValueError, ImportError) as err:
         raise SystemExit(f'clip2mmlocat: error: {err}')
+    record.update(text_provenance(source, text_act))
     count = save_converted(
         state_dict,
         args.dst,

@@ -17,7 +17,11 @@ head's ``text_embeddings`` file. ``--text-embeddings`` checks that file
 against the checkpoint's rows (same values and count); ``--export-embeddings
 OUT.npy --class-names FILE`` writes the checkpoint's own rows as an
 embedding file (``OUT.npy`` + ``OUT.json``), named by ``FILE`` (F-ViT's
-class json, e.g. ``mscoco_65_classes.json``, or an annotation file).
+class json, e.g. ``mscoco_65_classes.json``, or an annotation file). The
+file checked or written is recorded in ``meta['vocabulary']`` as training
+records its embedding file (``tools/test.py`` / ``tools/infer.py`` then
+refuse another one); the checkpoint's rows' sha256 is recorded in
+``meta['clipself_fvit']`` either way.
 """
 import argparse
 import os.path as osp
@@ -29,12 +33,17 @@ import torch
 from mmlocat.datasets.text_embeddings import (BACKGROUND, load_text_embeddings,
                                               read_class_names,
                                               save_text_embeddings)
+from mmlocat.datasets.vocabulary_record import VOCABULARY_KEY, file_record
 from mmlocat.utils.checkpoint_io import (read_checkpoint,
                                          refuse_nonfinite_weights, run_cli,
                                          save_converted)
 from mmlocat.utils.converters.clipself_fvit import (clipself_fvit_weights,
                                                     tensor_sha256)
 from mmlocat.utils.provenance import file_sha256
+
+#: The role of mmlocat.FViT's class embeddings in ``meta['vocabulary']``
+#: (the box head's ``text_embeddings``).
+ROLE = 'roi_head.bbox_head.text_embeddings'
 
 
 def parse_args() -> argparse.Namespace:
@@ -121,12 +130,12 @@ def main() -> None:
     if stored is not None:
         record['class_embeddings'] = dict(
             shape=list(stored.shape), sha256=tensor_sha256(stored))
-    count = save_converted(
-        weights.state_dict,
-        args.dst,
-        args.src,
-        'clipself_fvit2mmlocat',
-        clipself_fvit=record)
+    meta = dict(clipself_fvit=record)
+    vocabulary = args.export_embeddings or args.text_embeddings
+    if vocabulary:
+        meta[VOCABULARY_KEY] = {ROLE: file_record(ROLE, vocabulary)}
+    count = save_converted(weights.state_dict, args.dst, args.src,
+                           'clipself_fvit2mmlocat', **meta)
     print(weights.describe())
     if args.text_embeddings:
         print(f'{args.text_embeddings}: the checkpoint\'s class embeddings')

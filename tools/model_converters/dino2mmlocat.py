@@ -13,6 +13,11 @@ and released backbones use it (``--checkpoint-key student`` for the
 student). ``module.`` / ``backbone.`` prefixes are stripped and DINO's
 projection head is dropped; the report says what was taken and dropped.
 
+Example (the file the ``configs/last`` DINO configs load)::
+
+    python tools/model_converters/dino2mmlocat.py \
+        dino_deitsmall16_pretrain.pth checkpoints/dino-s_mmlocat.pth
+
 Keys are written under ``--prefix`` (default ``backbone.``), so the file
 loads with ``init_cfg=dict(type='Pretrained', checkpoint=DST,
 prefix='backbone.')`` on an ``mmlocat.LaStViT`` (``arch='deit-small'`` for

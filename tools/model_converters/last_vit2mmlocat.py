@@ -3,6 +3,11 @@
 Usage:
     python tools/model_converters/last_vit2mmlocat.py SRC DST
 
+Example (the file the ``configs/last`` LaSt-ViT-B configs load)::
+
+    python tools/model_converters/last_vit2mmlocat.py ViT_190k.pth \
+        checkpoints/last-b_in1k.pth
+
 The output loads into ``mmpretrain.ImageClassifier`` with an
 ``mmlocat.LaStViT`` backbone and a ``VisionTransformerClsHead`` (e.g.
 ``load_from=DST``).

@@ -7,7 +7,9 @@ for an mmpretrain ``ImageClassifier`` with a ``mmlocat.LocAtViT`` backbone.
 Example::
 
     python tools/model_converters/locat2mmlocat.py \
-        locatvit_tiny.safetensors locat-t_in1k.pth
+        locatvit_tiny.safetensors checkpoints/locat-t_in1k.pth
+
+(the file the ``configs/locat`` LocAtViT-T configs load).
 """
 import argparse
 

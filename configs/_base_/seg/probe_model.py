@@ -1,7 +1,7 @@
-# The papers' frozen-backbone probe (spec/locat.md section 4): features of
-# the last block before the final norm (stride 16), head = 1x1 conv to 512 +
-# GroupNorm(1) + GELU + 1x1 classifier, whole-image test, ImageNet mean/std,
-# on LocAtViT-B/16 (the LocAtViT-T probes are a small delta on it).
+# The papers' frozen-backbone probe (docs/method.md#frozen-segmentation-probe):
+# features of the last block before the final norm (stride 16), head = 1x1 conv
+# to 512 + GroupNorm(1) + GELU + 1x1 classifier, whole-image test, ImageNet
+# mean/std, on LocAtViT-B/16 (the LocAtViT-T probes are a small delta on it).
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
 data_preprocessor = dict(
     type='SegDataPreProcessor',

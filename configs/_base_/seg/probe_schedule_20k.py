@@ -1,5 +1,5 @@
-# Probe optimisation (spec/locat.md section 4): AdamW lr 1e-3 wd 0.01,
-# one-cycle with 25% linear warm-up, 20k iterations, batch 32 (8 x 4).
+# Probe optimisation (docs/method.md#frozen-segmentation-probe): AdamW lr 1e-3
+# wd 0.01, one-cycle with 25% linear warm-up, 20k iterations, batch 32 (8 x 4).
 _base_ = 'mmseg::_base_/schedules/schedule_20k.py'
 
 optim_wrapper = dict(
@@ -17,6 +17,6 @@ param_scheduler = [
 ]
 # OneCycle keeps a function in its state: the hook stores it by name so the
 # checkpoints load under torch's weights-only default (resume, test.py).
-custom_hooks = [dict(type='mmlocat.SchedulerStateHook')]
+custom_hooks = [dict(type='mmlocat.WeightsOnlyCheckpointHook')]
 # Batch sizes (8 GPUs x 4 images) are set by the dataset configs: mmengine
 # rejects a key defined in two bases of one file.

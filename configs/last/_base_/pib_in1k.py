@@ -1,12 +1,13 @@
-# Point-in-Box (PiB) on ImageNet-val LOC boxes (spec/lastvit.md §2), on the
-# plain ViT-B/16 baseline: images with exactly one box covering < 25% of the
-# image; Resize(256, short side) + CenterCrop(224), the box mapped through
-# both and clipped; a hit if the argmax patch-score cell overlaps the box.
-# Patch scores are the cosine of the final-norm patch tokens with the global
-# token, read by mmlocat.PatchScoreClassifier. The baseline is
-# mmlocat.LaStViT with pooling='cls' (mmpretrain's VisionTransformer, output
-# for output: its CLS output is the global token); the pib_last-* leaves
-# change that one option to pooling='lazy_strike'.
+# Point-in-Box (PiB) on ImageNet-val LOC boxes
+# (docs/method.md#point-in-box-pib), on the plain ViT-B/16 baseline: images
+# with exactly one box covering < 25% of the image; Resize(256, short side) +
+# CenterCrop(224), the box mapped through both and clipped; a hit if the argmax
+# patch-score cell overlaps the box. Patch scores are the cosine of the
+# final-norm patch tokens with the global token, read by
+# mmlocat.PatchScoreClassifier. The baseline is mmlocat.LaStViT with
+# pooling='cls' (mmpretrain's VisionTransformer, output for output: its CLS
+# output is the global token); the pib_last-* leaves change that one option
+# to pooling='lazy_strike'.
 _base_ = ['mmpretrain::_base_/default_runtime.py']
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)

@@ -1,4 +1,5 @@
-# LocAtViT ImageNet-1k classification recipe (spec/locat.md section 4):
+# LocAtViT ImageNet-1k classification recipe
+# (docs/method.md#imagenet-1k-classification-recipe):
 # the timm DeiT-style recipe of the public code, shared by every LocAtViT
 # config and by its plain-ViT twin (same recipe, gaug=False, prr=False).
 _base_ = [

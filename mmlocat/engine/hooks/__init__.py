@@ -4,13 +4,15 @@ from .gaug_stats_hook import GAugStatsHook
 from .ov_label_space_hook import OVLabelSpaceHook
 from .preemption_hook import PreemptionHook
 from .rng_state_hook import RNGStateHook
-from .scheduler_state_hook import SchedulerStateHook
 from .skipped_files_hook import SkippedFilesHook
+from .vocabulary_hook import VocabularyRecordHook
+from .weights_only_checkpoint_hook import WeightsOnlyCheckpointHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
 __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'CLIPProvenanceHook',
     'GAugStatsHook', 'LogitScaleClampHook', 'OVLabelSpaceHook',
-    'PreemptionHook', 'RNGStateHook', 'SchedulerStateHook', 'SkippedFilesHook',
+    'PreemptionHook', 'RNGStateHook', 'SkippedFilesHook',
+    'VocabularyRecordHook', 'WeightsOnlyCheckpointHook',
     'ZeroShotClassCheckHook'
 ]

@@ -1,10 +1,11 @@
 """An image classifier whose predictions carry patch-score maps.
 
 Patch scores are from "Vision Transformers Need More Than Registers"
-(Shi et al., CVPR 2026, https://arxiv.org/abs/2602.22394), ``spec/lastvit.md``
-§2: ``s_i = cos(x_i, q)`` of every final-norm patch token with the global
-token. The maps ride on the predicted ``DataSample`` so that the PiB and
-CorLoc metrics and the visualisation tool can read them.
+(Shi et al., CVPR 2026, https://arxiv.org/abs/2602.22394),
+``docs/method.md#patch-score``: ``s_i = cos(x_i, q)`` of every final-norm
+patch token with the global token. The maps ride on the predicted
+``DataSample`` so that the PiB and CorLoc metrics and the visualisation tool
+can read them.
 """
 from contextlib import contextmanager
 from typing import Dict, Iterator, List, Optional, Tuple

@@ -29,7 +29,8 @@ from typing import Dict, Optional, Tuple
 
 from mmengine.config import Config
 
-from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
+from mmlocat.utils.provenance import (file_sha256, read_checkpoint_meta,
+                                      text_sha256)
 
 __all__ = [
     'export_image_tower', 'export_text_tower', 'text_is_trained',
@@ -82,6 +83,15 @@ def text_is_trained(checkpoint: Dict, source: str) -> bool:
     return not lock
 
 
+def _text_weights(state: Dict, source: str) -> 'OrderedDict':
+    """The trained checkpoint's text tower under open_clip's names."""
+    text = OrderedDict((k[len(TEXT_PREFIX):], v) for k, v in state.items()
+                       if k.startswith(TEXT_PREFIX))
+    if not text:
+        raise ValueError(f'{source} holds no {TEXT_PREFIX}* weights')
+    return text
+
+
 def _source(checkpoint: Dict, source: str) -> str:
     sha = checkpoint.get('sha256')
     if not sha:
@@ -110,10 +120,7 @@ def export_text_tower(checkpoint: Dict,
                          '(lock_text=True), so it is the original CLIP\'s; '
                          'use that CLIP\'s weights for text embeddings')
     state = checkpoint.get('state_dict') or {}
-    text = OrderedDict((k[len(TEXT_PREFIX):], v) for k, v in state.items()
-                       if k.startswith(TEXT_PREFIX))
-    if not text:
-        raise ValueError(f'{source} holds no {TEXT_PREFIX}* weights')
+    text = _text_weights(state, source)
     if 'logit_scale' in state:
         text['logit_scale'] = state['logit_scale']
     encoder = cfg.model.text_encoder
@@ -180,6 +187,16 @@ def export_image_tower(
         raise ValueError(f'{source} holds no {IMAGE_PREFIX}* weights')
     trained_text = text_is_trained(checkpoint, source)
     run_text = records['text']
+    fingerprint = text_sha256(_text_weights(state, source))
+    if not trained_text and run_text.get('text_sha256') not in (None,
+                                                                fingerprint):
+        raise ValueError(
+            f'{source}: the text tower was locked, but its weights in the '
+            f'checkpoint (text tower {fingerprint}) are not the ones the run '
+            f'recorded at its start ({run_text["text_sha256"]} of '
+            f'{run_text.get("weights")}): some text layers were trained '
+            '(text_encoder unlocked_layers?); train with lock_text=False to '
+            'export a tuned text tower')
     if trained_text:
         if text_file is None or not osp.isfile(text_file):
             raise ValueError(
@@ -206,6 +223,10 @@ def export_image_tower(
                 'embeddings that match this tower; an empty record would '
                 'let every consumer\'s check pass. Train from an open_clip / '
                 'OpenAI checkpoint (text_encoder.weights)')
+    if fingerprint is not None:
+        record['text_sha256'] = fingerprint
+    if run_text.get('text_act'):
+        record['text_act'] = run_text['text_act']
     record['source'] = _source(checkpoint, source)
     encoder = cfg.model.image_encoder
     found_act = _clip_act(encoder, records, source, act)
@@ -234,8 +255,6 @@ def load_training_checkpoint(path: str) -> Dict:
     torch's weights-only unpickler (mmengine's message-hub types allowed).
     """
     from mmlocat.utils.checkpoint_io import read_state_dict
-    from mmlocat.utils.safe_load import allow_mmengine_checkpoint_globals
-    allow_mmengine_checkpoint_globals()
     state_dict = read_state_dict(path)
     return dict(
         state_dict=state_dict,

@@ -16,10 +16,12 @@ import torch
 from mmengine.model import BaseModule
 from torch import Tensor
 
-from mmlocat.utils.checkpoint_io import read_state_dict, sniff_checkpoint
-from mmlocat.utils.provenance import clip_provenance
+from mmlocat.utils.checkpoint_io import read_clip_state_dict
+from mmlocat.utils.converters.clip import check_openai_archive_act
+from mmlocat.utils.provenance import (clip_provenance, file_text_sha256,
+                                      text_sha256)
 
-__all__ = ['OpenCLIPTextTower', 'build_open_clip_model']
+__all__ = ['OpenCLIPTextTower', 'build_open_clip_model', 'open_clip_text_act']
 
 
 def _import_open_clip():
@@ -72,6 +74,20 @@ def build_open_clip_model(model_name: Optional[str] = None,
                      False) or 'hf_model_name' in cfg['text_cfg']
     cls = open_clip.CustomTextCLIP if custom else open_clip.CLIP
     return cls(**cfg)
+
+
+def open_clip_text_act(model: torch.nn.Module) -> Optional[str]:
+    """The MLP activation of an open_clip model's text tower:
+    ``'quick_gelu'`` / ``'gelu'`` (``None`` for a HuggingFace text tower,
+    whose activation is its own)."""
+    open_clip = _import_open_clip()
+    text = getattr(model, 'text', model)
+    for module in getattr(text, 'transformer', text).modules():
+        if isinstance(module, open_clip.transformer.QuickGELU):
+            return 'quick_gelu'
+        if type(module) is torch.nn.GELU:
+            return 'gelu'
+    return None
 
 
 class OpenCLIPTextTower(BaseModule):
@@ -138,11 +154,32 @@ class OpenCLIPTextTower(BaseModule):
         if self.weights is not None:
             self.load_open_clip_weights(self.weights)
 
+    @property
+    def text_act(self) -> Optional[str]:
+        """The MLP activation open_clip built (``'quick_gelu'`` /
+        ``'gelu'``; ``None`` for a HuggingFace text tower)."""
+        return open_clip_text_act(self.model)
+
     def provenance(self) -> Dict:
-        """``{'name', 'weights', 'sha256'}`` of this tower: its open_clip
-        model name and its weights file (the fields that are known; see
-        :func:`mmlocat.utils.provenance.clip_provenance`)."""
-        return clip_provenance(self.model_name, self.weights)
+        """``{'name', 'weights', 'sha256', 'text_sha256', 'text_act'}`` of
+        this tower: its open_clip model name, its weights file (see
+        :func:`mmlocat.utils.provenance.clip_provenance`), the fingerprint
+        of the text tower that file holds
+        (:func:`mmlocat.utils.provenance.text_sha256`) and the activation;
+        the fields that are known."""
+        record = clip_provenance(self.model_name, self.weights)
+        if self.weights is not None and osp.isfile(self.weights):
+            fingerprint = file_text_sha256(self.weights)
+            if fingerprint is not None:
+                record['text_sha256'] = fingerprint
+        if self.text_act is not None:
+            record['text_act'] = self.text_act
+        return record
+
+    def fingerprint(self) -> str:
+        """:func:`~mmlocat.utils.provenance.text_sha256` of the weights the
+        tower holds now."""
+        return text_sha256(self.model.state_dict())
 
     @property
     def context_length(self) -> int:
@@ -182,17 +219,18 @@ class OpenCLIPTextTower(BaseModule):
         return text
 
     def load_open_clip_weights(self, path: str) -> None:
-        """Load the text keys of a local open_clip / OpenAI checkpoint
-        (state dict, safetensors or OpenAI's TorchScript ``.pt``)
-        strictly."""
+        """Load the text keys of a local CLIP checkpoint strictly: OpenAI's
+        TorchScript ``.pt`` (refused for a model that is not QuickGELU), an
+        open_clip state dict or safetensors file (``CLIP`` or
+        ``CustomTextCLIP`` layout), the EVA repo's EVA-CLIP ``.pt``
+        (``text.*``: open_clip's ``EVA02-*`` text tower) or a text tower
+        file of ``lastclip2mmlocat.py --text-out``."""
         if not osp.isfile(path):
             raise FileNotFoundError(f'text tower weights not found: {path}')
-        if sniff_checkpoint(path) == 'torchscript':
-            state_dict = torch.jit.load(path, map_location='cpu').state_dict()
-        else:
-            state_dict = read_state_dict(path)
-        if state_dict and all(k.startswith('module.') for k in state_dict):
-            state_dict = {k[len('module.'):]: v for k, v in state_dict.items()}
+        state_dict, kind = read_clip_state_dict(path)
+        if kind == 'torchscript':
+            check_openai_archive_act(path, self.text_act, self.model_name
+                                     or 'the text model_cfg')
         # OpenAI archives also hold these ints (open_clip drops them too)
         # and TorchScript keeps the causal mask, a non-persistent buffer
         state_dict = {

@@ -12,6 +12,7 @@ class probabilities can be fused with CLIP's own region scores
 ``p^(1-a) * q^a`` with ``a = alpha`` on base classes and background and
 ``a = beta`` on novel classes.
 """
+import os.path as osp
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -144,7 +145,11 @@ class CosineSimBBoxHead(ConvFCBBoxHead):
             loss_cls=loss_cls,
             **kwargs)
         self.class_names = names
+        # the files read (mmlocat.VocabularyRecordHook records them)
         self.text_embeddings_file = text_embeddings
+        self.base_class_names_file = (
+            base_class_names if isinstance(base_class_names, str)
+            and osp.isfile(base_class_names) else None)
         self.embed_dims = embeddings.shape[1]
         self.cls_embed = cls_embed
         if cls_embed == 'relu_fc':

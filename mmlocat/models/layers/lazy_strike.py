@@ -1,8 +1,8 @@
 """LazyStrike pooling: the parameter-free global token of LaSt-ViT.
 
 "Vision Transformers Need More Than Registers" (Shi, Yu, Yang, CVPR 2026),
-https://arxiv.org/abs/2602.22394. Written from ``spec/lastvit.md`` §1 after
-the behaviour of the authors' public code (ChengShiest/LAST-ViT).
+https://arxiv.org/abs/2602.22394; the math: ``docs/method.md#lazystrike``,
+after the behaviour of the authors' public code (ChengShiest/LAST-ViT).
 
 Every patch token is low-pass filtered along its channel axis; a channel
 votes for the patches whose value there is most *stable* under that filter,

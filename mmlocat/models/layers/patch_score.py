@@ -1,7 +1,7 @@
 """Patch score: cosine similarity of each patch token with a global token.
 
 "Vision Transformers Need More Than Registers" (CVPR 2026),
-https://arxiv.org/abs/2602.22394, ``spec/lastvit.md`` §2:
+https://arxiv.org/abs/2602.22394, ``docs/method.md#patch-score``:
 ``s_i = cos(x_i, q)`` with ``x_i`` the final-norm patch tokens and ``q`` the
 LazyStrike token (or the CLS output of a plain ViT, GAP for CNNs). Pure
 torch: no OpenMMLab import.

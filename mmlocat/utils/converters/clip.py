@@ -24,7 +24,7 @@ from ._keymap import rename_keys, require_keys, visual_keys
 
 __all__ = [
     'convert_clip', 'clip_tower_settings', 'open_clip_model_config',
-    'check_tower_config'
+    'check_tower_config', 'check_openai_archive_act'
 ]
 
 _TOP = {
@@ -132,15 +132,60 @@ def clip_tower_settings(cfg: Dict) -> Dict:
 
     Returns:
         ``dict(layout='openai' | 'timm', act='quick_gelu' | 'gelu' | None,
-        timm_model_name=...)``; ``act`` is None for timm towers (their
-        activation is fixed by the architecture, e.g. EVA02's SwiGLU).
+        timm_model_name=..., text_act=...)``; ``act`` is None for timm
+        towers (their activation is fixed by the architecture, e.g.
+        EVA02's SwiGLU); ``text_act`` is the text tower's MLP activation
+        (open_clip's ``quick_gelu`` flag builds both towers' MLPs), None
+        for a HuggingFace text tower.
     """
     vision = cfg.get('vision_cfg', {})
     timm_name = vision.get('timm_model_name')
+    flag = 'quick_gelu' if cfg.get('quick_gelu', False) else 'gelu'
+    text_act = None if cfg.get('text_cfg', {}).get('hf_model_name') else flag
     if timm_name:
-        return dict(layout='timm', act=None, timm_model_name=timm_name)
-    act = 'quick_gelu' if cfg.get('quick_gelu', False) else 'gelu'
-    return dict(layout='openai', act=act, timm_model_name=None)
+        return dict(
+            layout='timm',
+            act=None,
+            timm_model_name=timm_name,
+            text_act=text_act)
+    return dict(
+        layout='openai', act=flag, timm_model_name=None, text_act=text_act)
+
+
+def check_openai_archive_act(path: str,
+                             act: Optional[str],
+                             model: Optional[str] = None) -> None:
+    """Refuse an OpenAI TorchScript archive read as a non-QuickGELU CLIP.
+
+    OpenAI releases CLIP as TorchScript archives (``ViT-B-16.pt``), all
+    trained with QuickGELU; open_clip state dicts do not say their
+    activation (open_clip's ``ViT-B-16``: exact GELU; ``*-quickgelu`` and
+    MetaCLIP: QuickGELU), so only an archive makes a mismatch knowable.
+
+    Args:
+        path: The archive.
+        act: The activation the reader would use (``None``: unknown).
+        model: The open_clip model name, or a model-config file / a
+            description of one (``'.json'`` at the end or a space inside),
+            it comes from (``None``: the activation was given as
+            ``--act``).
+
+    Raises:
+        ValueError: ``act`` is known and not ``'quick_gelu'``.
+    """
+    if act is None or act == 'quick_gelu':
+        return
+    if model is None:
+        what, fix = f'--act {act}', '--act quick_gelu'
+    elif model.endswith('.json') or ' ' in model:
+        what, fix = model, 'a model config with "quick_gelu": true'
+    else:
+        what, fix = f'the open_clip model {model}', f'{model}-quickgelu'
+    raise ValueError(
+        f'{path} is a TorchScript archive, i.e. an OpenAI CLIP release, '
+        f'and OpenAI CLIP uses QuickGELU, but {what} uses {act!r} (exact '
+        f'GELU): the tower would run with the wrong activation; use {fix} '
+        '(e.g. --model ViT-B-16-quickgelu for ViT-B-16.pt)')
 
 
 def check_tower_config(converted: Dict[str, Tensor], cfg: Dict,

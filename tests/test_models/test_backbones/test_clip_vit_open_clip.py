@@ -20,7 +20,7 @@ from mmlocat.models import CLIPViT, EVA02CLIPViT
 from mmlocat.utils.converters import convert_clip, convert_eva02_clip
 from mmlocat.utils.converters.clip import (clip_tower_settings,
                                            open_clip_model_config)
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.provenance import file_sha256, text_sha256
 
 
 def _tool(repo_root, name):
@@ -78,7 +78,12 @@ def test_clip_b16_matches_encode_image(user_files, tmp_path, repo_root,
               [src, dst, '--model', name])
     meta = torch.load(dst, map_location='cpu', weights_only=True)['meta']
     assert meta['clip'] == dict(
-        name=name, weights=osp.basename(src), sha256=file_sha256(src), act=act)
+        name=name,
+        weights=osp.basename(src),
+        sha256=file_sha256(src),
+        act=act,
+        text_sha256=text_sha256(model.state_dict()),
+        text_act=act)
     init_cfg = dict(type='Pretrained', checkpoint=dst, prefix='backbone.')
     ours = CLIPViT(
         arch='b',
@@ -196,7 +201,8 @@ def _shapes(state_dict):
                                             ('ViT-L-14-336', 336, 'gelu')])
 def test_clip_l14_converts(name, img, act):
     settings = clip_tower_settings(open_clip_model_config(name))
-    assert settings == dict(layout='openai', act=act, timm_model_name=None)
+    assert settings == dict(
+        layout='openai', act=act, timm_model_name=None, text_act=act)
     converted = convert_clip(_meta_model(name).state_dict())
     with torch.device('meta'):
         ours = CLIPViT(arch='l', patch_size=14, img_size=img, act=act)

@@ -1,5 +1,6 @@
 """LocAtViT backbone: options, shapes, host integration and exact parity
-with the public timm-based model (spec/locat.md)."""
+with the public timm-based model
+(``docs/method.md#gaug-gaussian-locality-bias``, ``docs/method.md#prr``)."""
 import math
 import os.path as osp
 import subprocess
@@ -319,7 +320,8 @@ def spec_eps(grid):
 
 
 def spec_bias(q, gaug, train_grid, hw, num_prefix):
-    """S of spec section 1 by broadcasting (independent of mmlocat)."""
+    """S of ``docs/method.md#gaug-gaussian-locality-bias`` by broadcasting
+    (independent of mmlocat)."""
     h0, w0 = train_grid
     h, w = hw
     c = max(h0, w0)**2

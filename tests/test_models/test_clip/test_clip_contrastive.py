@@ -290,15 +290,23 @@ def _with_init(init):
 
 
 def test_towers_of_the_same_clip_are_recorded(tmp_path):
-    from mmlocat.utils.provenance import clip_provenance, file_sha256
+    from mmlocat.utils.provenance import (clip_provenance, file_sha256,
+                                          text_sha256)
     weights = _open_clip_file(tmp_path)
     init = _image_init(tmp_path,
                        dict(clip_provenance('tiny-clip', weights), act='gelu'))
     model = _pretrained(weights, image_encoder=_with_init(init)).eval()
     model.init_weights()
     sha = file_sha256(weights)
+    # the text tower is recorded by its content too (what it trains from)
+    fingerprint = text_sha256(torch.load(weights))
+    assert model.text_encoder.fingerprint() == fingerprint
     assert model.clip_provenance == dict(
-        text=dict(weights='clip.pt', sha256=sha),
+        text=dict(
+            weights='clip.pt',
+            sha256=sha,
+            text_sha256=fingerprint,
+            text_act='gelu'),
         image=dict(
             name='tiny-clip',
             weights='clip.pt',
@@ -330,6 +338,31 @@ def test_another_clip_or_no_record_is_a_build_error(tmp_path):
     bare = _image_init(tmp_path, None, 'bare.pth')
     with pytest.raises(ValueError, match="records no CLIP"):
         _pretrained(weights, image_encoder=_with_init(bare))
+    # a record with the text tower's fingerprint decides by it: another
+    # file of the same weights is the same CLIP, other weights are not
+    resaved = str(tmp_path / 'resaved.bin')
+    torch.save({
+        'module.' + k: v
+        for k, v in torch.load(weights).items()
+    }, resaved)
+    from mmlocat.utils.provenance import file_text_sha256
+    same = _image_init(
+        tmp_path,
+        dict(
+            clip_provenance('tiny-clip', resaved),
+            text_sha256=file_text_sha256(resaved)), 'same.pth')
+    _pretrained(weights, image_encoder=_with_init(same))
+    differ = _image_init(
+        tmp_path,
+        dict(
+            clip_provenance('tiny-clip', weights),
+            text_sha256=file_text_sha256(other)), 'differ.pth')
+    with pytest.raises(
+            ValueError,
+            match=rf'text tower {file_text_sha256(weights)} \(clip\.pt '
+            rf'sha256 \w+\) but .*differ\.pth from the CLIP text tower '
+            rf'{file_text_sha256(other)} \(clip\.pt sha256'):
+        _pretrained(weights, image_encoder=_with_init(differ))
     # the explicit override accepts both and records what it saw
     mixed = _pretrained(
         weights, image_encoder=_with_init(init), allow_mixed_clip=True)
@@ -386,17 +419,26 @@ def test_predict_sets_embeddings_for_the_metrics():
 
 
 def test_text_weights_from_a_torchscript_archive(tmp_path):
-    # OpenAI releases CLIP as TorchScript archives (ViT-B-16.pt)
+    # OpenAI releases CLIP as TorchScript archives (ViT-B-16.pt), QuickGELU
+    cfg = dict(MODEL_CFG, quick_gelu=True)
     torch.manual_seed(2)
-    ref = open_clip.CLIP(**MODEL_CFG).eval()
+    ref = open_clip.CLIP(**cfg).eval()
     tokens = _tokens()
     traced = torch.jit.trace_module(ref, {'encode_text': tokens})
     path = str(tmp_path / 'openai.pt')
     torch.jit.save(traced, path)
-    tower = OpenCLIPTextTower(model_cfg=MODEL_CFG, weights=path).eval()
+    tower = OpenCLIPTextTower(model_cfg=cfg, weights=path).eval()
     tower.init_weights()
     with torch.no_grad():
         torch.testing.assert_close(
             tower(tokens), ref.encode_text(tokens), rtol=0, atol=0)
     # the archive's logit scale is what init_logit_scale='pretrained' reads
     assert tower.pretrained_logit_scale == float(ref.logit_scale)
+    # an archive is an OpenAI CLIP: a model with exact GELU is refused
+    gelu = OpenCLIPTextTower(model_cfg=MODEL_CFG, weights=path)
+    with pytest.raises(
+            ValueError,
+            match=r'openai\.pt is a TorchScript archive, i\.e\. an OpenAI '
+            r'CLIP release, and OpenAI CLIP uses QuickGELU, but the text '
+            r"model_cfg uses 'gelu'"):
+        gelu.init_weights()

@@ -8,7 +8,7 @@ from mmengine.config import Config
 
 from mmlocat.models.clip.export import (export_image_tower, export_text_tower,
                                         text_is_trained)
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.provenance import file_sha256, text_sha256
 
 TRAINED = dict(
     type='mmlocat.CLIPContrastive',
@@ -31,6 +31,7 @@ def _checkpoint(model=TRAINED, run=RUN, sha256='f00d', **extra):
     cfg = Config(dict(model=model, custom_imports=dict(imports=['nowhere'])))
     state = {
         'image_encoder.proj': torch.ones(2, 2),
+        'text_encoder.model.token_embedding.weight': torch.ones(5, 2),
         'text_encoder.model.ln_final.weight': torch.full((2, ), 3.),
         'text_encoder.model.text_projection': torch.ones(2, 2),
         'logit_scale': torch.tensor(4.5)
@@ -41,6 +42,12 @@ def _checkpoint(model=TRAINED, run=RUN, sha256='f00d', **extra):
     return dict(state_dict=state, meta=meta, sha256=sha256)
 
 
+# the text tower of _checkpoint() under open_clip's names
+TEXT = dict([('token_embedding.weight', torch.ones(5, 2)),
+             ('ln_final.weight', torch.full((2, ), 3.)),
+             ('text_projection', torch.ones(2, 2))])
+
+
 def test_locked_text_tower_records_the_clip_trained_against():
     state, meta = export_image_tower(_checkpoint(), 'run/iter_100.pth')
     assert list(state) == ['backbone.proj']
@@ -48,8 +55,26 @@ def test_locked_text_tower_records_the_clip_trained_against():
         name='ViT-B-16-quickgelu',
         weights='ViT-B-16.pt',
         sha256='ab',
+        text_sha256=text_sha256(TEXT),
         act='quick_gelu',
         source='lastclip:f00d')
+    # the run's text activation and fingerprint (CLIPProvenanceHook): the
+    # activation is recorded; a locked tower whose weights are not the
+    # recorded ones was trained after all
+    run = dict(
+        RUN,
+        text=dict(
+            RUN['text'], text_sha256=text_sha256(TEXT), text_act='quick_gelu'))
+    _, meta = export_image_tower(_checkpoint(run=run), 'x.pth')
+    assert meta['clip']['text_act'] == 'quick_gelu'
+    run['text']['text_sha256'] = 'beef'
+    with pytest.raises(
+            ValueError,
+            match=r'x\.pth: the text tower was locked, but its weights in '
+            rf'the checkpoint \(text tower {text_sha256(TEXT)}\) are not '
+            r'the ones the run recorded at its start \(beef of ViT-B-16\.pt'
+            r'\)'):
+        export_image_tower(_checkpoint(run=run), 'x.pth')
     assert meta['lastclip']['lock_text'] is True
     assert meta['lastclip']['sha256'] == 'f00d'
     assert meta['lastclip']['image_init'] == RUN['image']
@@ -66,7 +91,10 @@ def test_trained_text_tower_is_written_and_recorded(tmp_path):
     assert text_is_trained(ckpt, 'x.pth')
     text, text_meta = export_text_tower(ckpt, 'x.pth')
     # open_clip's own key names, the trained scale
-    assert list(text) == ['ln_final.weight', 'text_projection', 'logit_scale']
+    assert list(text) == [
+        'token_embedding.weight', 'ln_final.weight', 'text_projection',
+        'logit_scale'
+    ]
     assert float(text['logit_scale']) == 4.5
     assert text_meta == dict(
         open_clip_text=dict(
@@ -88,6 +116,7 @@ def test_trained_text_tower_is_written_and_recorded(tmp_path):
         name='ViT-B-16-quickgelu',
         weights='text.pth',
         sha256=file_sha256(path),
+        text_sha256=text_sha256(TEXT),
         act='quick_gelu',
         source='lastclip:f00d')
     assert meta['lastclip']['lock_text'] is False

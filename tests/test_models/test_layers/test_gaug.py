@@ -1,4 +1,5 @@
-"""GAug against a naive reference written from spec/locat.md section 1."""
+"""GAug against a naive reference written from
+``docs/method.md#gaug-gaussian-locality-bias``."""
 import math
 
 import pytest
@@ -27,7 +28,7 @@ def naive_bias(q,
                clamp,
                z_var=None,
                z_alpha=None):
-    """S from the spec, one query patch at a time, in float64."""
+    """S from docs/method.md, one query patch at a time, in float64."""
     q = q.double()
     h0, w0 = train_grid
     h, w = hw

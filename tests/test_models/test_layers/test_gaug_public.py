@@ -1,7 +1,8 @@
 """GAug's public-code options: ``precision='public'`` (fp16 arithmetic under
 fp16 AMP) and the opt-in fast GAug, each against a transcription of the
-public code's rule (sinahmr/LocAtViT ``models/locat.py``, as spec/locat.md
-and issue 17 describe it), written here in the public code's shape: a full
+public code's rule (sinahmr/LocAtViT ``models/locat.py``, as
+``docs/method.md#gaug-gaussian-locality-bias`` and issue 17 describe it),
+written here in the public code's shape: a full
 (H*W)^2 x 2 offset table, ``(d / (var + eps)).sum(-1)``, ``exp``.
 
 CPU autocast supports float16 in this torch, so the AMP case runs as on the

@@ -1,6 +1,6 @@
-"""LazyStrike pooling against a loop-by-loop numpy reference of the spec.
+"""LazyStrike pooling against a loop-by-loop numpy reference.
 
-Reference: spec/lastvit.md §1 — channel FFT low-pass with a Gaussian window,
+Reference: docs/method.md#lazystrike — channel FFT low-pass with a Gaussian window,
 stability score, per-channel top-K over patches, mean of the original values.
 """
 import numpy as np

@@ -1,4 +1,4 @@
-"""Patch score s_i = cos(x_i, q) (spec/lastvit.md §2)."""
+"""Patch score s_i = cos(x_i, q) (docs/method.md#patch-score)."""
 import math
 
 import pytest

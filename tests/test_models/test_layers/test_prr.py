@@ -1,4 +1,4 @@
-"""PRR against a naive per-head reference (spec/locat.md section 2)."""
+"""PRR against a naive per-head reference (``docs/method.md#prr``)."""
 import math
 
 import pytest

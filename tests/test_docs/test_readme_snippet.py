@@ -1,6 +1,7 @@
 """README "Using mmlocat from your own configs" works as written.
 
-The snippet is cut out of README.md, appended to a host base config
+The snippet is cut out of README.md (the block after the heading, parsed
+when the test runs), appended to a host base config
 (mmdet RetinaNet) exactly as a user pastes it, and built with the host's
 registry. Its relative ``checkpoint`` path gets what the README's converter
 command writes: a plain timm ViT-B (random init) through
@@ -18,21 +19,18 @@ import timm
 import torch
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
+from readme_blocks import find_block
+from readme_runner import take
 
 from mmlocat.utils.checkpoint_io import save_checkpoint
 from mmlocat.utils.converters import convert_vit_to_locat
 
-HEADING = '## Using mmlocat from your own configs'
 HOST_BASE = 'mmdet::_base_/models/retinanet_r50_fpn.py'
 
 
-def readme_snippet(repo_root: str) -> str:
-    with open(osp.join(repo_root, 'README.md'), encoding='utf-8') as f:
-        text = f.read()
-    section = text[text.index(HEADING):]
-    match = re.search(r'```python\n(.*?)```', section, re.S)
-    assert match, 'no python block in the README section'
-    return match.group(1)
+def readme_snippet() -> str:
+    return take(
+        find_block('README.md', "type='mmlocat.LocAtViT',\n        arch='b'"))
 
 
 def _build(config_text: str, path: str):
@@ -45,9 +43,8 @@ def _build(config_text: str, path: str):
 
 
 @pytest.mark.timeout(300)
-def test_readme_snippet_loads_a_converted_checkpoint(repo_root, tmp_path,
-                                                     monkeypatch):
-    snippet = readme_snippet(repo_root)
+def test_readme_snippet_loads_a_converted_checkpoint(tmp_path, monkeypatch):
+    snippet = readme_snippet()
     checkpoint = re.search(r"checkpoint='([^']+)'", snippet).group(1)
     assert "prefix='backbone.'" in snippet
     monkeypatch.chdir(tmp_path)  # the snippet's path is relative
