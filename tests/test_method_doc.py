@@ -30,19 +30,6 @@ MD_LINK = re.compile(r'\]\(([^)\s#]*)#([^)\s]*)\)')
 SPEC_CITATION = re.compile(
     r'\bspec/|\b(?:locat|lastvit|ov-detection)\.md\b|\bthe\s+spec\b'
     r'|\bspec\s+(?:§|section)', re.IGNORECASE)
-# Files another branch (house-models) rewrites; their spec citations are
-# pointed at docs/method.md after that branch is merged. Remove a file from
-# here once it cites docs/method.md (test_pending_files_still_pending fails
-# until then, so the list cannot go stale).
-PENDING = frozenset({
-    'configs/last/README.md',
-    'configs/last/corloc_dino-s_voc07.py',
-    'mmlocat/models/layers/lazy_strike.py',
-    'mmlocat/models/layers/patch_score.py',
-    'tests/test_evaluation/test_pib_public.py',
-    'tests/test_models/test_layers/test_lazy_strike.py',
-    'tests/test_models/test_layers/test_patch_score.py',
-})
 
 Citation = Tuple[str, int, str]  # (file, line, anchor)
 
@@ -161,16 +148,7 @@ def test_every_cited_anchor_is_a_heading(anchors, texts):
 
 def test_no_citation_of_documents_outside_the_repository(texts):
     cited = [
-        c for rel, text in texts.items() if rel not in PENDING
-        for c in spec_citations(rel, text)
+        c for rel, text in texts.items() for c in spec_citations(rel, text)
     ]
     assert not cited, (f'cite {METHOD}#<anchor> instead of the external '
                        'design documents:\n' + '\n'.join(cited))
-
-
-def test_pending_files_still_pending(texts):
-    """Every file let off above still cites the external documents (else
-    it leaves the list) and still exists."""
-    stale = sorted(
-        rel for rel in PENDING if not SPEC_CITATION.search(texts.get(rel, '')))
-    assert not stale, f'remove from PENDING: {stale}'

@@ -3,4 +3,4 @@
 # mmpretrain's position-embedding resize (supervised weights, not DINO's).
 # CKPT: your LaSt-ViT-S/16 (keys under `backbone.`).
 _base_ = './coarseseg_last-dino-s_voc12.py'
-model = dict(backbone=dict(pos_embed_resample='host'))
+model = dict(backbone=dict(pos_embed_cfg=dict(resample='host')))

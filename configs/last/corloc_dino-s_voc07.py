@@ -1,12 +1,12 @@
 # Object discovery CorLoc with DINO ViT-S/16 + LazyStrike, training-free
-# (LazyStrike pooling on DINO's own weights; the paper's DINO + LaSt is a
-# DINO trained with LazyStrike: corloc_last-dino0080-s_*.py), VOC07
-# trainval (spec/lastvit.md §2), evaluated as LOST's code (github
-# valeoai/LOST, spec §2b): foreground = s > mean(s) + std(s), box = the
-# 4-connected foreground component holding the highest-scoring patch, cell
-# box x 16, IoU without +1, a hit if IoU >= 0.5 with any ground-truth box;
-# full-resolution images zero-padded bottom / right to a multiple of 16
-# after normalisation, decoded with PIL without EXIF rotation, one a batch.
+# (LazyStrike pooling on DINO's own weights; the paper's DINO + LaSt is a DINO
+# trained with LazyStrike: corloc_last-dino0080-s_*.py), VOC07 trainval
+# (docs/method.md#corloc-and-coarse-segmentation), evaluated as LOST's code
+# (github valeoai/LOST): foreground = s > mean(s) + std(s), box = the
+# 4-connected foreground component holding the highest-scoring patch, cell box
+# x 16, IoU without +1, a hit if IoU >= 0.5 with any ground-truth box;
+# full-resolution images zero-padded bottom / right to a multiple of 16 after
+# normalisation, decoded with PIL without EXIF rotation, one a batch.
 #   python tools/test.py configs/last/corloc_dino-s_voc07.py CHECKPOINT
 # CHECKPOINT: DINO weights converted with tools/model_converters/
 # dino2mmlocat.py (keys under `backbone.`).
@@ -32,7 +32,7 @@ model = dict(
         pooling='lazy_strike',
         topk=1,
         # DINO's own position-embedding interpolation at full resolution.
-        pos_embed_resample='dino',
+        pos_embed_cfg=dict(resample='dino'),
         # Zero padding of the normalised input to a multiple of 16 at the
         # right / bottom: LOST's padding (a 375x500 image: a 24x32 grid).
         # padding=0 crops instead (DINO's visualize_attention.py).

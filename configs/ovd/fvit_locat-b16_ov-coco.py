@@ -11,9 +11,7 @@ _base_.model.roi_head.vlm_roi_extractor = None
 # ImageNet mean / std instead of CLIP's.
 _base_.model.data_preprocessor.update(
     mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
-# The same taps of a LocAtViT-B/16; FViT freezes it (LocAtViT has no
-# `frozen` switch of its own).
+# The same taps of a LocAtViT-B/16 (frozen, as the CLIP tower).
 _base_.model.backbone.type = 'mmlocat.LocAtViT'
-_base_.model.backbone.pop('frozen')
 _base_.model.backbone.init_cfg.checkpoint = (
     'checkpoints/locat-b16_mmlocat.pth')

@@ -101,27 +101,17 @@ def frozen_pos_embed(backbone: torch.nn.Module,
     At a grid other than the training one the ViTs resample their position
     embedding with antialiased bicubic interpolation, which has no ONNX op;
     it depends on the (frozen) parameters only, so it is computed once for
-    ``inputs``'s grid and the traced graph holds the result.
+    ``inputs``'s grid, outside the trace, and the traced graph holds the
+    result (the backbone's own ``constant_pos_embed``; backbones without
+    one are left as they are).
     """
-    original = getattr(backbone, '_pos_embed_for', None)
-    if original is None:
+    if not hasattr(backbone, 'constant_pos_embed'):
         yield
         return
-    cache = {}
-
-    def cached(hw):
-        hw = tuple(int(s) for s in hw)
-        if hw not in cache:
-            cache[hw] = original(hw).detach()
-        return cache[hw]
-
-    backbone._pos_embed_for = cached
-    try:
+    with backbone.constant_pos_embed():
         with torch.no_grad():
             backbone(inputs)  # fill the cache outside the trace
         yield
-    finally:
-        del backbone._pos_embed_for
 
 
 def _pair(value, like: Tuple[int, int]) -> Tuple[int, int]:

@@ -29,7 +29,7 @@ from .safe_load import mmengine_checkpoint_globals
 __all__ = [
     'read_checkpoint', 'read_state_dict', 'read_clip_state_dict',
     'save_checkpoint', 'strip_prefix', 'LoadReport',
-    'load_state_dict_reported', 'sniff_checkpoint', 'check_finite',
+    'load_state_dict_reported', 'sniff_checkpoint', 'refuse_nonfinite_weights',
     'unwrap_state_dict', 'run_cli', 'CLI_ERRORS', 'save_converted',
     'write_atomic', 'CheckpointWriteError'
 ]
@@ -168,7 +168,8 @@ def unwrap_state_dict(obj: object,
     return OrderedDict(obj)
 
 
-def check_finite(state_dict: Dict[str, torch.Tensor], source: str) -> None:
+def refuse_nonfinite_weights(state_dict: Dict[str, torch.Tensor],
+                             source: str) -> None:
     """Refuse a state dict with NaN or inf in a floating-point tensor.
 
     Raises:
@@ -221,7 +222,7 @@ def read_state_dict(path: str,
 
     Args:
         path: File to read.
-        finite: Refuse NaN / inf weights (:func:`check_finite`).
+        finite: Refuse NaN / inf weights (:func:`refuse_nonfinite_weights`).
 
     Returns:
         The tensors of the checkpoint, unwrapped from ``state_dict`` /
@@ -235,7 +236,7 @@ def read_state_dict(path: str,
     """
     state_dict = unwrap_state_dict(read_checkpoint(path), path)
     if finite:
-        check_finite(state_dict, path)
+        refuse_nonfinite_weights(state_dict, path)
     return state_dict
 
 
@@ -280,7 +281,7 @@ def read_clip_state_dict(
                 for k, v in archive.state_dict().items()
                 if not k.endswith('attn_mask')
             }, path)
-        check_finite(state_dict, path)
+        refuse_nonfinite_weights(state_dict, path)
     if all(k.startswith('module.') for k in state_dict):
         state_dict = strip_prefix(state_dict, ['module.'])
     return OrderedDict(state_dict), kind
@@ -444,7 +445,7 @@ def save_checkpoint(state_dict: Dict[str, torch.Tensor],
         FileNotFoundError: If the output folder does not exist.
         CheckpointWriteError: If the file cannot be written.
     """
-    check_finite(state_dict, 'the converted state dict')
+    refuse_nonfinite_weights(state_dict, 'the converted state dict')
     dirname = osp.dirname(osp.abspath(path))
     if not osp.isdir(dirname):
         raise FileNotFoundError(f'output folder does not exist: {dirname}')

@@ -260,7 +260,7 @@ def test_coarse_seg_config(name):
     assert backbone.pooling == ('lazy_strike' if 'last' in name else 'cls')
     assert backbone.arch == ('b' if '-b_' in name else 'deit-small')
     dino = 'dino' in name
-    assert backbone.pos_embed_resample == ('dino' if dino else 'host')
+    assert backbone.pos_embed_cfg == dict(resample='dino' if dino else 'host')
     # LOST's geometry for every tower: zero padding to a multiple of 16
     assert backbone.patch_cfg == dict(padding='corner')
     assert cfg.test_evaluator == [
@@ -309,7 +309,7 @@ def test_corloc_configs(dataset, weights):
     data_type, root, count = CORLOC[dataset]
     backbone = cfg.model.backbone
     assert backbone.patch_cfg == dict(padding='corner')
-    assert backbone.pos_embed_resample == 'dino'
+    assert backbone.pos_embed_cfg == dict(resample='dino')
     assert backbone.pooling == 'lazy_strike'
     assert cfg.test_evaluator == [
         dict(

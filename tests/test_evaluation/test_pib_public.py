@@ -1,7 +1,7 @@
 """PointInBox(protocol='public') equals the public ``evaluate_patch_hit.py``.
 
-``script_cells`` transcribes the public script's rule as spec/lastvit.md
-and issue 17 state it (Resize(256) by one factor ``256 / min(w, h)`` with
+``script_cells`` transcribes the public script's rule as
+docs/method.md#point-in-box-pib and issue 17 state it (Resize(256) by one factor ``256 / min(w, h)`` with
 truncated sides, floored centre-crop offset, box clipped to [0, 224], every
 cell from ``floor(min / 16)`` to ``floor(max / 16)``, raw annotation
 integers): an independent statement in the script's own shape (a set of
@@ -214,7 +214,7 @@ def test_lastvit_scores_against_the_cls_output_when_asked():
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         out = model.forward_with_scores(x)
-        (tokens, ), _ = model._encode(x, [0])
+        (tokens, ), _ = model.forward_intermediates(x, [0])
     ref = F.cosine_similarity(tokens[:, 1:], tokens[:, :1], dim=-1)
     torch.testing.assert_close(out['patch_score'].flatten(1), ref)
     # The global token is still LazyStrike's (the classification output).

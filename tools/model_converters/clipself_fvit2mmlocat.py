@@ -34,8 +34,9 @@ from mmlocat.datasets.text_embeddings import (BACKGROUND, load_text_embeddings,
                                               read_class_names,
                                               save_text_embeddings)
 from mmlocat.datasets.vocabulary_record import VOCABULARY_KEY, file_record
-from mmlocat.utils.checkpoint_io import (check_finite, read_checkpoint,
-                                         run_cli, save_converted)
+from mmlocat.utils.checkpoint_io import (read_checkpoint,
+                                         refuse_nonfinite_weights, run_cli,
+                                         save_converted)
 from mmlocat.utils.converters.clipself_fvit import (clipself_fvit_weights,
                                                     tensor_sha256)
 from mmlocat.utils.provenance import file_sha256
@@ -114,7 +115,7 @@ def main() -> None:
                          'and --class-names go together')
     weights = clipself_fvit_weights(
         read_checkpoint(args.src), args.src, args.rope_pt_seq_len)
-    check_finite(weights.state_dict, args.src)
+    refuse_nonfinite_weights(weights.state_dict, args.src)
     stored = weights.class_embeddings
     if (args.text_embeddings or args.export_embeddings) and stored is None:
         raise ValueError(f'{args.src} holds no class embeddings '

@@ -26,8 +26,9 @@ ViT-S, ``'base'`` for ViT-B).
 import argparse
 from argparse import Namespace
 
-from mmlocat.utils.checkpoint_io import (check_finite, read_checkpoint,
-                                         run_cli, save_converted)
+from mmlocat.utils.checkpoint_io import (read_checkpoint,
+                                         refuse_nonfinite_weights, run_cli,
+                                         save_converted)
 from mmlocat.utils.converters import (DINO_CHECKPOINT_KEYS, convert_dino,
                                       dino_backbone_weights)
 
@@ -55,7 +56,7 @@ def main() -> None:
     weights = dino_backbone_weights(
         read_checkpoint(args.src, safe_globals=[Namespace]),
         args.checkpoint_key, args.src)
-    check_finite(weights.state_dict, args.src)
+    refuse_nonfinite_weights(weights.state_dict, args.src)
     state_dict = convert_dino(weights.state_dict)
     extra = {k: v for k, v in weights.meta.items() if k != 'not_converted'}
     count = save_converted(

@@ -4,8 +4,10 @@
 # CenterCrop(224), the box mapped through both and clipped; a hit if the argmax
 # patch-score cell overlaps the box. Patch scores are the cosine of the
 # final-norm patch tokens with the global token, read by
-# mmlocat.PatchScoreClassifier (for mmpretrain's own VisionTransformer: its CLS
-# output). The pib_last-* leaves swap in LaStViT.
+# mmlocat.PatchScoreClassifier. The baseline is mmlocat.LaStViT with
+# pooling='cls' (mmpretrain's VisionTransformer, output for output: its CLS
+# output is the global token); the pib_last-* leaves change that one option
+# to pooling='lazy_strike'.
 _base_ = ['mmpretrain::_base_/default_runtime.py']
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
@@ -14,7 +16,8 @@ default_scope = 'mmpretrain'
 model = dict(
     type='mmlocat.PatchScoreClassifier',
     backbone=dict(
-        type='VisionTransformer',
+        type='mmlocat.LaStViT',
+        pooling='cls',
         arch='b',
         img_size=224,
         patch_size=16,

@@ -68,10 +68,13 @@ class CLIPTower(LaStViT):
         """
         raise NotImplementedError
 
-    def forward_with_scores(self, x: Tensor) -> Dict[str, Tensor]:
+    def forward_with_scores(
+            self,
+            x: Tensor,
+            check_finite: Optional[bool] = None) -> Dict[str, Tensor]:
         """As :meth:`LaStViT.forward_with_scores`, plus ``embedding``: the
         projected global token."""
-        out = super().forward_with_scores(x)
+        out = super().forward_with_scores(x, check_finite)
         out['embedding'] = self.embed_global(out['global_token'])
         return out
 
@@ -99,9 +102,11 @@ class CLIPTower(LaStViT):
         return self.dense_embeddings(self.value_path_block(tokens), hw)
 
     def forward_dense(
-            self,
-            x: Tensor,
-            value_path_tap: bool = False) -> Tuple[Tuple[Tensor, ...], Tensor]:
+        self,
+        x: Tensor,
+        value_path_tap: bool = False,
+        check_finite: Optional[bool] = None
+    ) -> Tuple[Tuple[Tensor, ...], Tensor]:
         """:meth:`forward`'s outputs plus :meth:`value_path_dense`'s map,
         from one pass through the network.
 
@@ -110,7 +115,9 @@ class CLIPTower(LaStViT):
             value_path_tap: Output the last layer's tap as F-ViT does: the
                 value-path tokens (:meth:`value_path_block`) without the
                 final norm, instead of the ordinary last block + final norm.
+            check_finite: As in :meth:`forward`.
         """
+        check = self.checks_finite(check_finite)
         last = len(self.layers) - 1
         before_last = last - 1
         if before_last < 0:
@@ -119,13 +126,14 @@ class CLIPTower(LaStViT):
         if value_path_tap:
             indices.discard(last)
         indices = sorted(indices)
-        kept, hw = self.forward_intermediates(x, indices)
+        kept, hw = self.forward_intermediates(x, indices, check)
         by_index = dict(zip(indices, kept))
         value_tokens = self.value_path_block(by_index[before_last])
         if value_path_tap:
             by_index[last] = value_tokens
         outs = tuple(
-            self._format_output(by_index[i], hw) for i in self.out_indices)
+            self._format_output(by_index[i], hw, check)
+            for i in self.out_indices)
         return outs, self.dense_embeddings(value_tokens, hw)
 
     def get_layer_depth(self, param_name: str, prefix: str = ''):

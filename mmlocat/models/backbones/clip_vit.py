@@ -127,7 +127,6 @@ class CLIPViT(CLIPTower):
             self.proj = None
         self.output_dims = output_dims
         self.act = act
-        self._apply_frozen()
 
     OUTPUT_HEAD = 'proj'
 

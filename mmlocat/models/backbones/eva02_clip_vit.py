@@ -134,9 +134,6 @@ class EVA02CLIPViT(CLIPTower):
             nn.Linear(self.embed_dims, output_dims)
             if output_dims is not None else None)
         self.output_dims = output_dims
-        if self.frozen_stages > 0:
-            self._freeze_stages()
-        self._apply_frozen()
 
     @classmethod
     def _arch_settings(cls, arch: Union[str, dict]) -> dict:

@@ -7,18 +7,14 @@ parameter names (``layers.i.ln1``, ``attn.qkv``, ``ffn.layers.*``) and
 position-embedding resizing are the parent's and the model has no new
 parameters: only the global token changes.
 """
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Optional, Union
 
 from torch import Tensor
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers import LazyStrikePool, patch_score
-from .pos_embed import dino_resample_pos_embed
 from .vit_archs import VIT_ARCHS
 from .vit_base import TokenLoopViT
-from .vit_checks import check_arch_args, finite_checks_on
-from .vit_init import init_weights_with_scheme
 
 __all__ = ['LaStViT']
 
@@ -52,39 +48,20 @@ class LaStViT(TokenLoopViT):
             are the cosine with: ``'global'`` (the global token, default)
             or ``'cls'`` (the CLS output, what the public
             ``evaluate_patch_hit.py`` uses for every checkpoint).
-        pos_embed_resample: Position embedding at other input sizes:
-            ``'host'`` (mmpretrain's size-based bicubic resize) or
-            ``'dino'`` (DINO's ``interpolate_pos_encoding``: scale factor
-            with the +0.1 offset, see
-            :func:`~mmlocat.models.backbones.pos_embed.dino_resample_pos_embed`),
-            for DINO weights at full resolution (CorLoc).
-        frozen: Freeze every parameter and keep the module in eval mode
-            (e.g. the frozen CLIP backbone of F-ViT).
-        with_cp: Activation checkpointing of every block in training
-            (:meth:`~.vit_base.TokenLoopViT.run_block`): less memory, one
-            more forward per block in the backward; same outputs and
-            gradients.
-        pretrained: Checkpoint path injected by mmseg's segmentors; turned
-            into ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
-        init_cfg: Initialisation config. Unlike mmengine's lenient
-            ``Pretrained`` loader, a ``Pretrained`` checkpoint is loaded
-            strictly (:func:`mmlocat.utils.pretrained.load_pretrained`):
-            missing, unexpected or mis-shaped keys raise, except missing
-            keys containing one of the substrings listed in the optional
-            ``allowed_missing`` entry of ``init_cfg``. ``prefix`` selects
-            and strips a key prefix (e.g. ``'backbone.'``).
-        **kwargs: Other arguments of the parent ``VisionTransformer``;
-            ``out_indices`` must be increasing and unique, ``frozen_stages``
-            at most the number of blocks.
+        **kwargs: Arguments of :class:`~.vit_base.TokenLoopViT`
+            (``frozen``, ``frozen_stages``, ``with_cp``, ``pretrained``,
+            ``pos_embed_cfg``: default ``dict(resample='host')``,
+            mmpretrain's size-based resize; ``dict(resample='dino')`` is
+            DINO's ``interpolate_pos_encoding``, for DINO weights at full
+            resolution (CorLoc), see :mod:`.pos_embed`;
+            ``init_cfg``: a ``Pretrained`` checkpoint is loaded strictly, see
+            :func:`mmlocat.utils.pretrained.load_pretrained`;
+            ``out_indices`` must be increasing and unique) and of the host
+            ``VisionTransformer``.
     """
     arch_zoo = VIT_ARCHS
     POOLINGS = ('lazy_strike', 'cls')
     SCORE_QUERIES = ('global', 'cls')
-    POS_EMBED_RESAMPLES = ('host', 'dino')
-    #: NaN / inf check of the input batch, LazyStrike and patch score (one
-    #: host sync): None follows eval mode; a bool forces it (see
-    #: ``vit_checks.finite_checks_on``).
-    check_finite: Optional[bool] = None
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -94,11 +71,6 @@ class LaStViT(TokenLoopViT):
                  lazy_strike_score: str = 'code',
                  lazy_strike_window: str = 'code',
                  score_query: str = 'global',
-                 pos_embed_resample: str = 'host',
-                 frozen: bool = False,
-                 with_cp: bool = False,
-                 pretrained: Optional[str] = None,
-                 init_cfg: Optional[dict] = None,
                  **kwargs) -> None:
         if pooling not in self.POOLINGS:
             raise ValueError(
@@ -106,79 +78,40 @@ class LaStViT(TokenLoopViT):
         if score_query not in self.SCORE_QUERIES:
             raise ValueError(f'score_query must be one of '
                              f'{self.SCORE_QUERIES}, got {score_query!r}')
-        if pos_embed_resample not in self.POS_EMBED_RESAMPLES:
-            raise ValueError(
-                f'pos_embed_resample must be one of '
-                f'{self.POS_EMBED_RESAMPLES}, got {pos_embed_resample!r}')
-        init_cfg = pretrained_init_cfg(pretrained, init_cfg)
-        kwargs['out_indices'] = check_arch_args(
-            self.arch_zoo, arch, kwargs.get('out_indices', -1),
-            kwargs.get('frozen_stages', -1))
-        super().__init__(arch=arch, init_cfg=init_cfg, **kwargs)
+        super().__init__(arch=arch, **kwargs)
         self.pooling = pooling
         self.score_query = score_query
-        self.pos_embed_resample = pos_embed_resample
         self.lazy_strike = LazyStrikePool(
             topk=topk,
             topk_ratio=topk_ratio,
             score=lazy_strike_score,
             window=lazy_strike_window)
-        self.frozen = frozen
-        self.with_cp = with_cp
-        self._apply_frozen()
 
-    def _apply_frozen(self) -> None:
-        """Switch every parameter off and enter eval mode if ``frozen``."""
-        if self.frozen:
-            self.requires_grad_(False)
-            self.eval()
-
-    def init_weights(self) -> None:
-        """Random init, strict loading of a ``Pretrained`` checkpoint (see
-        :class:`~mmlocat.models.backbones.vit_checks.StrictPretrainedMixin`),
-        or torchvision's scheme (the public code's) with
-        ``init_cfg=dict(type='mmlocat.TorchvisionViTInit')`` (see
-        :mod:`~mmlocat.models.backbones.vit_init`)."""
-        if init_weights_with_scheme(self, super().init_weights):
-            return
-        super().init_weights()
-
-    def train(self, mode: bool = True) -> 'LaStViT':
-        """Set the train mode; a ``frozen`` backbone always stays in eval,
-        and so do the ``frozen_stages`` (as in mmpretrain's CNN backbones;
-        its ViT would put them back in train mode)."""
-        super().train(mode and not self.frozen)
-        if mode and not self.frozen and self.frozen_stages > 0:
-            self._freeze_stages()
-        return self
-
-    def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
-        """The position embedding resampled to the patch grid ``hw``."""
-        if self.pos_embed_resample == 'dino':
-            return dino_resample_pos_embed(self.pos_embed,
-                                           self.patch_resolution, hw,
-                                           self.num_extra_tokens)
-        return super()._pos_embed_for(hw)
-
-    def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
+    def _format_output(self,
+                       x: Tensor,
+                       hw: tuple,
+                       check_finite: bool = False) -> Tensor:
         if self.out_type == 'cls_token':
-            return self.embed_global(self.global_token(x))
+            return self.embed_global(self.global_token(x, check_finite))
         return super()._format_output(x, hw)
 
-    def global_token(self, tokens: Tensor) -> Tensor:
+    def global_token(self, tokens: Tensor, check_finite: bool) -> Tensor:
         """The ``(B, C)`` global token of a ``(B, L, C)`` token sequence."""
         if self.pooling == 'cls':
             return tokens[:, 0]
         return self.lazy_strike(
             tokens[:, self.num_extra_tokens:],
-            check_finite=finite_checks_on(self)).pooled
+            check_finite=check_finite).pooled
 
     def embed_global(self, token: Tensor) -> Tensor:
         """Map the global token to the output space (identity here; CLIP
         projects it)."""
         return token
 
-    def forward_with_scores(self, x: Tensor) -> Dict[str, Tensor]:
+    def forward_with_scores(
+            self,
+            x: Tensor,
+            check_finite: Optional[bool] = None) -> Dict[str, Tensor]:
         """Global token, patch scores and LazyStrike votes, for analysis.
 
         Args:
@@ -193,9 +126,10 @@ class LaStViT(TokenLoopViT):
             computed also for ``pooling='cls'`` to compare) and ``featmap``
             ``(B, C, h, w)`` (final-norm patch tokens).
         """
-        (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1])
+        check = self.checks_finite(check_finite)
+        (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1],
+                                                    check)
         patches = tokens[:, self.num_extra_tokens:]
-        check = finite_checks_on(self)
         result = self.lazy_strike(patches, check_finite=check)
         pooled = tokens[:, 0] if self.pooling == 'cls' else result.pooled
         query = tokens[:, 0] if self.score_query == 'cls' else pooled

@@ -9,7 +9,6 @@ the patch grid ``hw`` as an argument of ``forward``. Parameter names are
 the host's (``ln1``, ``attn.qkv``, ``attn.proj``, ``ln2``, ``ffn.layers.*``)
 so plain ViT/DeiT checkpoints load.
 """
-import warnings
 from typing import Optional, Sequence
 
 import torch
@@ -33,50 +32,31 @@ __all__ = [
 GAUG_CFG_DEFAULTS = dict(clamp=True, impl='auto', precision='fp32', fast=False)
 
 
-def build_gaug_cfg(gaug_cfg: Optional[dict] = None, **deprecated) -> dict:
+def build_gaug_cfg(gaug_cfg: Optional[dict] = None) -> dict:
     """``gaug_cfg`` checked and completed with :data:`GAUG_CFG_DEFAULTS`.
 
     Args:
         gaug_cfg: Some of the keys of :data:`GAUG_CFG_DEFAULTS`.
-        **deprecated: The old per-option arguments (``gaug_clamp``,
-            ``gaug_impl``, ``gaug_precision``, ``gaug_fast``); ``None``
-            values are ignored, others warn and go into the dict.
 
     Returns:
         A new dict with every key.
 
     Raises:
-        ValueError: On an unknown key, a bad value, an old argument that
-            contradicts ``gaug_cfg``, or a dense-only option ('public'
-            precision, fast GAug) with the chunked / flex kernel.
+        ValueError: On an unknown key, a bad value, or a dense-only option
+            ('public' precision, fast GAug) with the chunked / flex kernel.
     """
     given = dict(gaug_cfg or {})
     unknown = sorted(set(given) - set(GAUG_CFG_DEFAULTS))
     if unknown:
         raise ValueError(f'gaug_cfg has unknown keys {unknown}; valid: '
                          f'{sorted(GAUG_CFG_DEFAULTS)}')
-    for name, value in deprecated.items():
-        key = name[len('gaug_'):]
-        if not name.startswith('gaug_') or key not in GAUG_CFG_DEFAULTS:
-            raise TypeError(f'unexpected argument {name!r}')
-        if value is None:
-            continue
-        warnings.warn(
-            f'{name}= is deprecated; use gaug_cfg=dict({key}={value!r})',
-            DeprecationWarning,
-            stacklevel=3)
-        if key in given and given[key] != value:
-            raise ValueError(f'{name}={value!r} contradicts gaug_cfg '
-                             f'{key}={given[key]!r}')
-        given[key] = value
     cfg = {**GAUG_CFG_DEFAULTS, **given}
     if cfg['impl'] not in GAUG_IMPLS:
-        raise ValueError(f'gaug_impl must be one of {GAUG_IMPLS} (the '
-                         f"'impl' of gaug_cfg), got {cfg['impl']!r}")
+        raise ValueError(f"gaug_cfg=dict(impl=...) must be one of "
+                         f"{GAUG_IMPLS}, got {cfg['impl']!r}")
     if cfg['precision'] not in GAUG_PRECISIONS:
-        raise ValueError(f'gaug_precision must be one of {GAUG_PRECISIONS} '
-                         f"(the 'precision' of gaug_cfg), got "
-                         f"{cfg['precision']!r}")
+        raise ValueError(f'gaug_cfg=dict(precision=...) must be one of '
+                         f"{GAUG_PRECISIONS}, got {cfg['precision']!r}")
     if cfg['impl'] in ('chunked', 'flex') and (cfg['precision'] == 'public'
                                                or cfg['fast']):
         raise ValueError(

@@ -11,69 +11,21 @@ import math
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from mmlocat.registry import MODELS
-from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
+from mmlocat.utils.pretrained import is_pretrained_cfg
 from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer, build_gaug_cfg
-from .vit_archs import VIT_ARCHS, refuse_archs
+from .pos_embed import resample_pos_embed
+from .vit_archs import VIT_ARCHS
 from .vit_base import TokenLoopViT
-from .vit_checks import check_arch_args
-from .vit_init import init_weights_with_scheme
+from .vit_init import names_scheme
 
-__all__ = ['LocAtViT', 'resample_abs_pos_embed']
+__all__ = ['LocAtViT']
 
 # 's'/'small' meant DeiT-S here before; mmpretrain's is another network.
 REFUSED_ARCHS = ('s', 'small')
-
-
-def resample_abs_pos_embed(pos_embed: torch.Tensor,
-                           src_hw: Sequence[int],
-                           dst_hw: Sequence[int],
-                           num_prefix_tokens: int,
-                           mode: str = 'bicubic',
-                           antialias: bool = True) -> torch.Tensor:
-    """Resample the patch part of a (1, P + H*W, C) position embedding.
-
-    The ``P`` prefix embeddings are kept; the grid part is interpolated in
-    float32 with ``align_corners=False`` and (for bilinear / bicubic)
-    antialiasing, as timm's ``resample_abs_pos_embed`` does, which is what
-    LocAtViT checkpoints were trained and evaluated with.
-
-    Args:
-        pos_embed: Embedding of shape (1, P + H*W, C).
-        src_hw: Its grid ``(H, W)``.
-        dst_hw: The wanted grid.
-        num_prefix_tokens: ``P``.
-        mode: Interpolation mode.
-        antialias: Antialias (ignored for modes that do not support it).
-
-    Returns:
-        Embedding of shape (1, P + H'*W', C) in the input dtype.
-    """
-    src_hw, dst_hw = tuple(src_hw), tuple(dst_hw)
-    if src_hw == dst_hw:
-        return pos_embed
-    if pos_embed.dim() != 3 or (pos_embed.shape[1]
-                                != num_prefix_tokens + src_hw[0] * src_hw[1]):
-        raise ValueError(
-            f'pos_embed of shape {tuple(pos_embed.shape)} does not match '
-            f'{num_prefix_tokens} prefix tokens and a {src_hw} grid')
-    channels = pos_embed.shape[-1]
-    prefix = pos_embed[:, :num_prefix_tokens]
-    grid = pos_embed[:, num_prefix_tokens:].float()
-    grid = grid.reshape(1, *src_hw, channels).permute(0, 3, 1, 2)
-    smooth = mode in ('bilinear', 'bicubic')
-    grid = F.interpolate(
-        grid,
-        size=dst_hw,
-        mode=mode,
-        align_corners=False if smooth else None,
-        antialias=antialias and smooth)
-    grid = grid.permute(0, 2, 3, 1).reshape(1, -1, channels)
-    return torch.cat((prefix, grid.to(pos_embed.dtype)), dim=1)
 
 
 @MODELS.register_module()
@@ -136,9 +88,15 @@ class LocAtViT(TokenLoopViT):
             token (``pooling='gap'``); ``None`` follows ``pooling``.
         frozen_stages: Freeze the stem and this many blocks (-1: none;
             at most the number of blocks); they stay in eval mode.
+        frozen: Freeze every parameter and stay in eval mode (a frozen
+            backbone, e.g. under F-ViT).
         interpolate_mode: Position-embedding resampling mode.
-        pos_embed_antialias: Antialias the resampling (timm behaviour; the
-            host's ``resize_pos_embed`` is ``False``).
+        pos_embed_cfg: Position-embedding resampling at other grids (and of
+            a checkpoint's on loading), see
+            :func:`~mmlocat.models.backbones.pos_embed.build_pos_embed_cfg`;
+            default ``dict(resample='timm', antialias=True)``, the public
+            code's. ``dict(resample='timm', antialias=False)`` computes
+            what the host's resize does.
         layer_scale_init_value: Layer scale of every block, as the host
             (0: none).
         patch_cfg: Extra patch-embedding config. Inputs that are not a
@@ -158,19 +116,16 @@ class LocAtViT(TokenLoopViT):
             parameters (``attn.gaug.*``) when the checkpoint has none (a
             plain ViT: GAug starts fresh). Converted checkpoints need
             ``prefix='backbone.'``.
-        gaug_clamp, gaug_impl, gaug_precision, gaug_fast: Deprecated
-            aliases of the ``gaug_cfg`` keys (a ``DeprecationWarning``).
 
     Every argument of mmpretrain's ``VisionTransformer`` is accepted with
     its meaning; GAug, PRR, ``pooling``, registers, ``use_pos_embed`` and
-    ``pos_embed_antialias`` are the additions.
+    ``pos_embed_cfg`` are the additions.
     """
+    REFUSED_ARCHS = REFUSED_ARCHS
     arch_zoo = {k: v for k, v in VIT_ARCHS.items() if k not in REFUSED_ARCHS}
     POOLINGS = ('cls', 'gap')
     NEW_KEY_GROUPS = ('attn.gaug.', )
-    #: NaN / inf check of the input batch (one host sync): None follows
-    #: eval mode; a bool forces it (see ``vit_checks.finite_checks_on``).
-    check_finite: Optional[bool] = None
+    DEFAULT_POS_EMBED_CFG = dict(resample='timm', antialias=True)
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
@@ -193,26 +148,17 @@ class LocAtViT(TokenLoopViT):
                  final_norm: Optional[bool] = None,
                  with_cls_token: Optional[bool] = None,
                  frozen_stages: int = -1,
+                 frozen: bool = False,
                  interpolate_mode: str = 'bicubic',
-                 pos_embed_antialias: bool = True,
+                 pos_embed_cfg: Optional[dict] = None,
                  layer_scale_init_value: float = 0.,
                  patch_cfg: dict = dict(),
                  layer_cfgs: Union[dict, Sequence[dict]] = dict(),
                  pre_norm: bool = False,
                  with_cp: bool = False,
                  pretrained: Optional[str] = None,
-                 init_cfg: Optional[Union[dict, list]] = None,
-                 gaug_clamp: Optional[bool] = None,
-                 gaug_impl: Optional[str] = None,
-                 gaug_precision: Optional[str] = None,
-                 gaug_fast: Optional[bool] = None) -> None:
-        refuse_archs(arch, REFUSED_ARCHS, type(self).__name__)
-        gaug_cfg = build_gaug_cfg(
-            gaug_cfg,
-            gaug_clamp=gaug_clamp,
-            gaug_impl=gaug_impl,
-            gaug_precision=gaug_precision,
-            gaug_fast=gaug_fast)
+                 init_cfg: Optional[Union[dict, list]] = None) -> None:
+        gaug_cfg = build_gaug_cfg(gaug_cfg)
         if pooling is None:
             pooling = 'gap' if with_cls_token is False else 'cls'
         elif final_norm is None:
@@ -235,9 +181,6 @@ class LocAtViT(TokenLoopViT):
         if num_register_tokens < 0:
             raise ValueError('num_register_tokens must be >= 0, got '
                              f'{num_register_tokens}')
-        init_cfg = pretrained_init_cfg(pretrained, init_cfg)
-        out_indices = check_arch_args(self.arch_zoo, arch, out_indices,
-                                      frozen_stages)
         super().__init__(
             arch=arch,
             img_size=img_size,
@@ -251,16 +194,18 @@ class LocAtViT(TokenLoopViT):
             final_norm=True if final_norm is None else final_norm,
             out_type=out_type,
             with_cls_token=pooling == 'cls',
-            frozen_stages=-1,
+            frozen_stages=frozen_stages,
+            frozen=frozen,
+            with_cp=with_cp,
+            pretrained=pretrained,
             interpolate_mode=interpolate_mode,
+            pos_embed_cfg=pos_embed_cfg,
             layer_scale_init_value=layer_scale_init_value,
             patch_cfg=patch_cfg,
             pre_norm=pre_norm,
             init_cfg=init_cfg)
         self.pooling = pooling
-        self.with_cp = with_cp
         self.num_heads = self.arch_settings['num_heads']
-        self.pos_embed_antialias = pos_embed_antialias
         self.num_register_tokens = num_register_tokens
         self.num_extra_tokens = int(pooling == 'cls') + num_register_tokens
 
@@ -289,18 +234,13 @@ class LocAtViT(TokenLoopViT):
 
         self.prr = PRR(self.num_heads) if prr else None
 
-        self.frozen_stages = frozen_stages
-        if self.frozen_stages > 0:
-            self._freeze_stages()
-
     def init_weights(self) -> None:
-        """Host (mmpretrain) initialisation, a ``Pretrained`` load, or the
-        public code's scheme with ``init_cfg=dict(type='mmlocat.TimmViTInit')``
-        (see :mod:`~mmlocat.models.backbones.vit_init`)."""
-        if init_weights_with_scheme(self, super().init_weights):
-            return
+        """As the base (the public code's scheme with
+        ``init_cfg=dict(type='mmlocat.TimmViTInit')``); the host's random
+        initialisation draws the register tokens from N(0, 1e-6)."""
         super().init_weights()
-        if not is_pretrained_cfg(self.init_cfg) and self.reg_token is not None:
+        if (self.reg_token is not None and not is_pretrained_cfg(self.init_cfg)
+                and not names_scheme(self.init_cfg)):
             nn.init.normal_(self.reg_token, std=1e-6)
 
     def expected_unused_keys(self) -> Dict[str, str]:
@@ -338,23 +278,10 @@ class LocAtViT(TokenLoopViT):
         MMLogger.get_current_instance().info(
             f'Resize the pos_embed shape from {tuple(state_dict[name].shape)}'
             f' to {tuple(self.pos_embed.shape)}.')
-        state_dict[name] = resample_abs_pos_embed(
-            ckpt, (side, side),
-            self.patch_resolution,
-            num_prefix,
-            mode=self.interpolate_mode,
-            antialias=self.pos_embed_antialias)
-
-    def _freeze_stages(self) -> None:
-        super()._freeze_stages()
-        if self.reg_token is not None:
-            self.reg_token.requires_grad = False
-
-    def train(self, mode: bool = True) -> 'LocAtViT':
-        super().train(mode)
-        if mode and self.frozen_stages > 0:
-            self._freeze_stages()  # keep frozen parts in eval mode
-        return self
+        state_dict[name] = resample_pos_embed(ckpt, (side, side),
+                                              self.patch_resolution,
+                                              num_prefix, self.pos_embed_cfg,
+                                              self.interpolate_mode)
 
     def get_layer_depth(self,
                         param_name: str,
@@ -364,15 +291,6 @@ class LocAtViT(TokenLoopViT):
             return 0, self.num_layers + 2
         return super().get_layer_depth(param_name, prefix)
 
-    def _pos_embed_for(self, hw: Tuple[int, int]) -> torch.Tensor:
-        return resample_abs_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            hw,
-            self.num_extra_tokens,
-            mode=self.interpolate_mode,
-            antialias=self.pos_embed_antialias)
-
     def prefix_tokens(self) -> Sequence[torch.Tensor]:
         """CLS (with ``pooling='cls'``), then the registers."""
         return [t for t in (self.cls_token, self.reg_token) if t is not None]
@@ -381,7 +299,10 @@ class LocAtViT(TokenLoopViT):
         """GAug's blocks receive the patch grid."""
         return (hw, )
 
-    def _format_output(self, x: torch.Tensor, hw: tuple) -> torch.Tensor:
+    def _format_output(self,
+                       x: torch.Tensor,
+                       hw: tuple,
+                       check_finite: bool = False) -> torch.Tensor:
         if self.out_type in ('raw', 'featmap'):
             return super()._format_output(x, hw)
         # Pooled (classification) outputs see the tokens after PRR.

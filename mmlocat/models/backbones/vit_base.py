@@ -19,30 +19,153 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   keeps only the blocks' inputs and recomputes the rest in the backward;
 * strict ``Pretrained`` loading (:class:`~.vit_checks.StrictPretrainedMixin`,
   :mod:`mmlocat.utils.pretrained`) and the input checks of
-  :mod:`.vit_checks`.
+  :mod:`.vit_checks`;
+* the lifecycle, once: the ``arch`` / ``out_indices`` / ``frozen_stages``
+  checks and mmseg's ``pretrained=`` in :meth:`TokenLoopViT.__init__`;
+  one freezing mechanism (``frozen_stages``: the stem, prefix tokens and
+  that many blocks; ``frozen=True``: everything), applied by
+  :meth:`TokenLoopViT.apply_freezing` once the leaf class has built every
+  part (blocks replaced, heads added) and kept by :meth:`TokenLoopViT.train`;
+  ``init_weights`` with the whole-model schemes of :mod:`.vit_init`.
 """
+import contextlib
 import copy
-from typing import List, Sequence, Tuple, Union
+from abc import ABCMeta
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from mmengine.model import ModuleList
 from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .vit_checks import (StrictPretrainedMixin, check_input_batch,
-                         finite_checks_on)
+from mmlocat.utils.pretrained import pretrained_init_cfg
+from ..layers.finite import finite_checks_on
+from .pos_embed import build_pos_embed_cfg, resample_pos_embed
+from .vit_archs import refuse_archs
+from .vit_checks import (StrictPretrainedMixin, check_arch_args,
+                         check_input_batch)
+from .vit_init import init_weights_with_scheme
 
 __all__ = ['TokenLoopViT']
 
+#: Keywords of mmlocat's draft, refused with the one that replaced them.
+RENAMED_KEYWORDS = {
+    'pos_embed_resample':
+    "pos_embed_cfg=dict(resample='host' | 'dino')",
+    'pos_embed_antialias':
+    "pos_embed_cfg=dict(resample='timm', antialias=True | False)",
+}
 
-class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
-    """mmpretrain's ViT with one overridable token loop (see the module)."""
-    #: Activation checkpointing of every block while gradients are
-    #: recorded (set by the backbones' ``with_cp`` argument).
-    with_cp: bool = False
+
+class _FreezeWhenBuilt(ABCMeta):
+    """Calls :meth:`TokenLoopViT.apply_freezing` after the outermost
+    ``__init__``: the leaf classes build parts after the host's constructor
+    (blocks replaced, projections added), so freezing must come last, and
+    it is written once here instead of at the end of every constructor.
+    Renamed keywords (:data:`RENAMED_KEYWORDS`) are refused first, naming
+    their replacement."""
+
+    def __call__(cls, *args, **kwargs):
+        for old in sorted(set(kwargs) & set(RENAMED_KEYWORDS)):
+            raise TypeError(f'{cls.__name__}: {old}= is now '
+                            f'{RENAMED_KEYWORDS[old]}')
+        model = super().__call__(*args, **kwargs)
+        model.apply_freezing()
+        return model
+
+
+class TokenLoopViT(
+        StrictPretrainedMixin, VisionTransformer, metaclass=_FreezeWhenBuilt):
+    """mmpretrain's ViT with one overridable token loop and one lifecycle
+    (see the module).
+
+    Args:
+        arch: An alias of the class's ``arch_zoo`` or an arch dict.
+        out_indices: As the host; checked (increasing, unique, in range).
+        frozen_stages: Freeze the stem (patch embedding, position
+            embedding, prefix tokens, pre-norm) and this many blocks
+            (``-1``: none; the number of blocks also freezes the final
+            norm); they stay in eval mode.
+        frozen: Freeze every parameter and stay in eval mode (a frozen
+            tower: F-ViT, zero-shot segmentation).
+        pos_embed_cfg: The position-embedding resampling at other grids
+            (:mod:`.pos_embed`); ``None``: the class's
+            ``DEFAULT_POS_EMBED_CFG`` (the host's resize here).
+        with_cp: Activation checkpointing of every block in training
+            (:meth:`run_block`).
+        pretrained: mmseg's injected checkpoint path; becomes
+            ``init_cfg=dict(type='Pretrained', checkpoint=...)``.
+        init_cfg: Initialisation config (see :meth:`init_weights`).
+        **kwargs: The host ``VisionTransformer``'s other arguments.
+    """
+    #: ``arch`` aliases this class refuses (see :func:`.vit_archs.
+    #: refuse_archs`).
+    REFUSED_ARCHS: Sequence[str] = ()
+    #: Resampled position embeddings by grid, inside
+    #: :meth:`constant_pos_embed` only.
+    _pos_embed_cache: Optional[Dict[Tuple[int, int], Tensor]] = None
+    DEFAULT_POS_EMBED_CFG = dict(resample='host')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'base',
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 frozen_stages: int = -1,
+                 frozen: bool = False,
+                 pos_embed_cfg: Optional[dict] = None,
+                 with_cp: bool = False,
+                 pretrained: Optional[str] = None,
+                 init_cfg: Optional[Union[dict, list]] = None,
+                 **kwargs) -> None:
+        refuse_archs(arch, self.REFUSED_ARCHS, type(self).__name__)
+        pos_embed_cfg = build_pos_embed_cfg(pos_embed_cfg,
+                                            self.DEFAULT_POS_EMBED_CFG)
+        out_indices = check_arch_args(self.arch_zoo, arch, out_indices,
+                                      frozen_stages)
+        # The host would freeze before the leaf builds its own parts.
+        super().__init__(
+            arch=arch,
+            out_indices=out_indices,
+            frozen_stages=-1,
+            init_cfg=pretrained_init_cfg(pretrained, init_cfg),
+            **kwargs)
+        self.frozen_stages = frozen_stages
+        self.frozen = frozen
+        self.with_cp = with_cp
+        self.pos_embed_cfg = pos_embed_cfg
+
+    def apply_freezing(self) -> None:
+        """Freeze what ``frozen_stages`` / ``frozen`` say (called once the
+        model is built; see :class:`_FreezeWhenBuilt`)."""
+        if self.frozen_stages > 0:
+            self._freeze_stages()
+        if self.frozen:
+            self.requires_grad_(False)
+            self.eval()
+
+    def _freeze_stages(self) -> None:
+        """The host's stages, plus every prefix token (registers)."""
+        super()._freeze_stages()
+        for token in self.prefix_tokens():
+            token.requires_grad = False
+
+    def train(self, mode: bool = True) -> 'TokenLoopViT':
+        """Set the train mode; a ``frozen`` backbone always stays in eval,
+        and so do the ``frozen_stages`` (as in mmpretrain's CNN backbones;
+        its ViT would put them back in train mode)."""
+        super().train(mode and not self.frozen)
+        if mode and not self.frozen and self.frozen_stages > 0:
+            self._freeze_stages()
+        return self
+
+    def init_weights(self) -> None:
+        """The host's initialisation, a strict ``Pretrained`` load
+        (:class:`~.vit_checks.StrictPretrainedMixin`), or a whole-model
+        scheme of :mod:`.vit_init` named by ``init_cfg`` (e.g.
+        ``dict(type='mmlocat.TimmViTInit')``), applied last."""
+        if not init_weights_with_scheme(self, super().init_weights):
+            super().init_weights()
 
     def replace_layers(self, layer_type: type,
                        layer_cfgs: Union[dict, Sequence[dict], None],
@@ -82,14 +205,33 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         return [] if self.cls_token is None else [self.cls_token]
 
     def _pos_embed_for(self, hw: Tuple[int, int]) -> Tensor:
-        """The position embedding at the patch grid ``hw`` (the host's
-        bicubic resize)."""
-        return resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            hw,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
+        """The position embedding at the patch grid ``hw``
+        (``pos_embed_cfg``'s rule; a constant inside
+        :meth:`constant_pos_embed`)."""
+        if self._pos_embed_cache is None:
+            return resample_pos_embed(self.pos_embed, self.patch_resolution,
+                                      hw, self.num_extra_tokens,
+                                      self.pos_embed_cfg,
+                                      self.interpolate_mode)
+        key = tuple(int(s) for s in hw)
+        if key not in self._pos_embed_cache:
+            self._pos_embed_cache[key] = resample_pos_embed(
+                self.pos_embed, self.patch_resolution, key,
+                self.num_extra_tokens, self.pos_embed_cfg,
+                self.interpolate_mode).detach()
+        return self._pos_embed_cache[key]
+
+    @contextlib.contextmanager
+    def constant_pos_embed(self) -> Iterator[None]:
+        """Within: each grid's resampled position embedding is computed
+        once and then reused as a constant (detached), e.g. for an ONNX
+        export, which has no antialiased resampling op: run the model once
+        at the export size, then trace."""
+        self._pos_embed_cache = {}
+        try:
+            yield
+        finally:
+            self._pos_embed_cache = None
 
     def layer_args(self, hw: Tuple[int, int], tokens: Tensor) -> tuple:
         """Arguments of every block call after the tokens (none here)."""
@@ -104,14 +246,17 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
             return checkpoint(layer, tokens, *args, use_reentrant=False)
         return layer(tokens, *args)
 
-    def embed_tokens(self, x: Tensor) -> Tuple[Tensor, Tuple[int, int]]:
+    def embed_tokens(
+            self,
+            x: Tensor,
+            check_finite: bool = False) -> Tuple[Tensor, Tuple[int, int]]:
         """Images ``(B, C, H, W)`` -> the blocks' input tokens and grid.
 
-        Checks the batch, embeds the patches, prepends the prefix tokens,
-        adds the position embedding (if any) and applies the dropout and
-        the pre-norm.
+        Checks the batch (its values only with ``check_finite``), embeds the
+        patches, prepends the prefix tokens, adds the position embedding
+        (if any) and applies the dropout and the pre-norm.
         """
-        check_input_batch(x, finite_checks_on(self), type(self).__name__)
+        check_input_batch(x, check_finite, type(self).__name__)
         batch = x.shape[0]
         x, hw = self.patch_embed(x)
         hw = tuple(hw)
@@ -122,9 +267,17 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
             x = x + self._pos_embed_for(hw)
         return self.pre_norm(self.drop_after_pos(x)), hw
 
+    def checks_finite(self, check_finite: Optional[bool]) -> bool:
+        """The caller's ``check_finite``, or this backbone's mode decides
+        (:func:`~mmlocat.models.layers.finite.finite_checks_on`)."""
+        return finite_checks_on(check_finite, self.training)
+
     def forward_intermediates(
-            self, x: Tensor,
-            indices: Sequence[int]) -> Tuple[List[Tensor], Tuple[int, int]]:
+        self,
+        x: Tensor,
+        indices: Sequence[int],
+        check_finite: Optional[bool] = None
+    ) -> Tuple[List[Tensor], Tuple[int, int]]:
         """Run the blocks and keep the tokens after those in ``indices``.
 
         Blocks after the last kept one are not run. The final norm (if
@@ -133,12 +286,14 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         Args:
             x: Images ``(B, C, H, W)``.
             indices: Non-negative block indices, increasing.
+            check_finite: Check the batch for NaN / inf; ``None`` decides by
+                the mode (:meth:`checks_finite`).
 
         Returns:
             The kept ``(B, L, C)`` token sequences (in block order) and the
             patch grid ``(h, w)``.
         """
-        tokens, hw = self.embed_tokens(x)
+        tokens, hw = self.embed_tokens(x, self.checks_finite(check_finite))
         args = self.layer_args(hw, tokens)
         wanted = set(indices)
         stop = max(wanted, default=-1)
@@ -152,12 +307,10 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
                 kept.append(tokens)
         return kept, hw
 
-    def _encode(self, x: Tensor,
-                indices: Sequence[int]) -> Tuple[List[Tensor], tuple]:
-        """The old name of :meth:`forward_intermediates`."""
-        return self.forward_intermediates(x, indices)
-
-    def _format_output(self, x: Tensor, hw: tuple) -> Tensor:
+    def _format_output(self,
+                       x: Tensor,
+                       hw: tuple,
+                       check_finite: bool = False) -> Tensor:
         """The host's output formats; a ``featmap`` is made contiguous.
 
         mmpretrain's ``featmap`` is a permuted view of the tokens (NHWC
@@ -169,7 +322,16 @@ class TokenLoopViT(StrictPretrainedMixin, VisionTransformer):
         out = super()._format_output(x, hw)
         return out.contiguous() if out.dim() == 4 else out
 
-    def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
-        """One output per ``out_indices`` entry, as the host."""
-        tokens, hw = self.forward_intermediates(x, self.out_indices)
-        return tuple(self._format_output(t, hw) for t in tokens)
+    def forward(self,
+                x: Tensor,
+                check_finite: Optional[bool] = None) -> Tuple[Tensor, ...]:
+        """One output per ``out_indices`` entry, as the host.
+
+        Args:
+            x: Images ``(B, C, H, W)``.
+            check_finite: Check the batch (and the pooling) for NaN / inf;
+                ``None`` decides by the mode (:meth:`checks_finite`).
+        """
+        check = self.checks_finite(check_finite)
+        tokens, hw = self.forward_intermediates(x, self.out_indices, check)
+        return tuple(self._format_output(t, hw, check) for t in tokens)

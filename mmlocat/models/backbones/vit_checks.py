@@ -10,11 +10,12 @@ EVA02CLIPViT) follows:
   unsorted, because outputs come in block order; nothing is reordered
   silently.
 * ``frozen_stages``: ``-1`` / ``0`` (nothing) up to ``L`` (every block).
-* input batches: ``(B, C, H, W)`` with ``B > 0`` always; in eval mode also
-  finite (one ``torch.isfinite(x).all()`` at the backbone input). Training
-  does no check and no host sync: a non-finite batch reaches the loss,
-  where mmengine's ``AmpOptimWrapper`` (dynamic loss scale) skips the step
-  and lowers the scale.
+* input batches: ``(B, C, H, W)`` with ``B > 0`` always; in inference
+  also finite (one ``torch.isfinite(x).all()`` at the backbone input; the
+  policy is :func:`mmlocat.models.layers.finite.finite_checks_on`).
+  Training does no check and no host sync: a non-finite batch reaches the
+  loss, where mmengine's ``AmpOptimWrapper`` (dynamic loss scale) skips the
+  step and lowers the scale.
 * ``init_cfg=dict(type='Pretrained', ...)``: strict loading through
   :func:`mmlocat.utils.pretrained.load_pretrained`; the checkpoint parts a
   configuration does not build (:meth:`StrictPretrainedMixin.
@@ -29,8 +30,8 @@ from mmlocat.utils.pretrained import is_pretrained_cfg, load_pretrained
 
 __all__ = [
     'arch_num_layers', 'validate_out_indices', 'validate_frozen_stages',
-    'check_arch_args', 'HostTypeError', 'HostValueError', 'finite_checks_on',
-    'check_input_batch', 'StrictPretrainedMixin'
+    'check_arch_args', 'HostTypeError', 'HostValueError', 'check_input_batch',
+    'StrictPretrainedMixin'
 ]
 
 
@@ -134,27 +135,14 @@ def check_arch_args(arch_zoo: dict, arch: Union[str, dict],
     return out_indices
 
 
-def finite_checks_on(backbone: torch.nn.Module) -> bool:
-    """Whether ``backbone`` checks its data for NaN / inf (a host sync).
-
-    The backbone's ``check_finite`` attribute if it is a bool, else (None,
-    the default) eval mode: ``not backbone.training``. The same decision is
-    passed to the backbone's LazyStrike / patch-score layers. A detector
-    that trains on a frozen backbone kept in eval mode (F-ViT) sets
-    ``check_finite=False`` while it trains, so training never syncs.
-    """
-    check = getattr(backbone, 'check_finite', None)
-    return (not backbone.training) if check is None else bool(check)
-
-
 def check_input_batch(x: torch.Tensor,
                       check_finite: bool,
                       name: str = 'backbone') -> None:
     """Refuse a batch the backbone cannot process meaningfully.
 
     Shape checks are free (no host sync); the finiteness check runs only
-    when ``check_finite`` (see :func:`finite_checks_on`) and not while
-    tracing or compiling.
+    when ``check_finite`` (decided by
+    :func:`mmlocat.models.layers.finite.finite_checks_on`).
 
     Args:
         x: Input images ``(B, C, H, W)``.
@@ -172,8 +160,6 @@ def check_input_batch(x: torch.Tensor,
         raise ValueError(f'{name} got an empty batch of shape '
                          f'{tuple(x.shape)}: every dimension must be > 0')
     if not check_finite or not x.is_floating_point():
-        return
-    if torch.jit.is_tracing() or torch.compiler.is_compiling():
         return
     if not bool(torch.isfinite(x).all()):
         count = int((~torch.isfinite(x)).sum())

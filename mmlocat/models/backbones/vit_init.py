@@ -43,7 +43,7 @@ from mmlocat.registry import WEIGHT_INITIALIZERS
 
 __all__ = [
     'TimmViTInit', 'TorchvisionViTInit', 'timm_vit_init',
-    'torchvision_vit_init', 'init_weights_with_scheme', 'INIT_SCHEMES'
+    'torchvision_vit_init', 'init_weights_with_scheme', 'names_scheme'
 ]
 
 
@@ -158,26 +158,36 @@ class TorchvisionViTInit(_SchemeInit):
     scheme = staticmethod(torchvision_vit_init)
 
 
-INIT_SCHEMES = {
-    'TimmViTInit': timm_vit_init,
-    'TorchvisionViTInit': torchvision_vit_init,
-}
+def _registered_scheme(cfg) -> Optional[Callable[[nn.Module], None]]:
+    """The whole-model scheme of one ``init_cfg`` entry, looked up in
+    ``WEIGHT_INITIALIZERS`` (None for any other initializer)."""
+    if not isinstance(cfg, dict):
+        return None
+    kind = cfg.get('type')
+    if isinstance(kind, str):
+        kind = WEIGHT_INITIALIZERS.get(kind)
+    if isinstance(kind, type) and issubclass(kind, _SchemeInit):
+        return kind.scheme
+    return None
 
 
 def _scheme_of(init_cfg) -> Optional[Callable[[nn.Module], None]]:
     """The scheme named by ``init_cfg``, or None for any other config."""
     cfgs = init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]
-    names = [
-        str(c.get('type', '')).split('.')[-1] for c in cfgs
-        if isinstance(c, dict)
-    ]
-    if not any(n in INIT_SCHEMES for n in names):
+    schemes = [_registered_scheme(c) for c in cfgs]
+    if not any(schemes):
         return None
     if len(cfgs) != 1:
         raise ValueError(
-            f'an initialisation scheme ({", ".join(INIT_SCHEMES)}) must be '
-            f'the whole init_cfg, not part of a list: got {init_cfg}')
-    return INIT_SCHEMES[names[0]]
+            'an initialisation scheme (mmlocat.TimmViTInit, mmlocat.'
+            'TorchvisionViTInit) must be the whole init_cfg, not part of a '
+            f'list: got {init_cfg}')
+    return schemes[0]
+
+
+def names_scheme(init_cfg) -> bool:
+    """Whether ``init_cfg`` is one whole-model scheme of this module."""
+    return _scheme_of(init_cfg) is not None
 
 
 def init_weights_with_scheme(model: nn.Module,

@@ -22,6 +22,8 @@ from mmlocat.datasets.text_embeddings import read_text_model
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_checkpoint_clip
+from ..backbones.vit_base import TokenLoopViT
+from ..layers.finite import finite_checks_on
 from .fvit_roi_head import FViTRoIHead
 
 __all__ = ['FViT']
@@ -35,8 +37,9 @@ AUTOCAST_DTYPES = dict(float16=torch.float16, bfloat16=torch.bfloat16)
 class FViT(TwoStageDetector):
     """Two-stage detector on a frozen ViT with CLIP score fusion.
 
-    The backbone is frozen (no gradients, always in eval mode, run under
-    ``torch.no_grad``); everything after it trains. With ``vlm_fusion`` the
+    The backbone is frozen (built with ``frozen=True``: no gradients,
+    always in eval mode; run under ``torch.no_grad``); everything after it
+    trains. With ``vlm_fusion`` the
     backbone must offer ``forward_dense`` (:class:`mmlocat.CLIPViT`): at test
     time its dense CLIP map feeds the RoI head's region scores.
 
@@ -47,8 +50,9 @@ class FViT(TwoStageDetector):
     where both are known).
 
     Args:
-        backbone: Backbone config (e.g. ``mmlocat.CLIPViT`` with
-            ``out_type='featmap'``).
+        backbone: Backbone config: one of mmlocat's ViTs (e.g.
+            ``mmlocat.CLIPViT`` with ``out_type='featmap'``); it is built
+            with ``frozen=True``.
         neck: Neck config; a list builds a sequence, e.g. the pyramid
             (``mmlocat.PatchScoreNeck``) followed by mmdet's ``FPN``.
         rpn_head, roi_head, train_cfg, test_cfg, data_preprocessor,
@@ -95,7 +99,7 @@ class FViT(TwoStageDetector):
             raise ValueError('test_cfg.autocast must be None (fp32) or one of '
                              f'{sorted(AUTOCAST_DTYPES)}, got {autocast!r}')
         super().__init__(
-            backbone=backbone,
+            backbone=self._frozen_backbone_cfg(backbone),
             neck=neck,
             rpn_head=rpn_head,
             roi_head=roi_head,
@@ -103,9 +107,6 @@ class FViT(TwoStageDetector):
             test_cfg=test_cfg,
             data_preprocessor=data_preprocessor,
             init_cfg=init_cfg)
-        self.backbone.requires_grad_(False)
-        self.backbone.eval()
-        self._set_backbone_checks()
         self.vlm_fusion = vlm_fusion
         self.value_path_tap = (
             last_tap == 'value_path'
@@ -183,17 +184,22 @@ class FViT(TwoStageDetector):
             check_checkpoint_clip(
                 read_text_model(emb_file), emb_file, checkpoint)
 
-    def train(self, mode: bool = True) -> 'FViT':
-        """Set the mode; the frozen backbone always stays in eval mode."""
-        super().train(mode)
-        self.backbone.eval()
-        self._set_backbone_checks()
-        return self
-
-    def _set_backbone_checks(self) -> None:
-        """The non-finite policy follows the detector, not the (always
-        eval) backbone: no check, hence no host sync, while training."""
-        self.backbone.check_finite = False if self.training else None
+    @staticmethod
+    def _frozen_backbone_cfg(backbone: ConfigType) -> dict:
+        """``backbone`` with ``frozen=True`` (the backbones' one freezing
+        mechanism), after checking that it is one of mmlocat's ViTs."""
+        if backbone.get('frozen', True) is not True:
+            raise ValueError('FViT trains on a frozen backbone: '
+                             'backbone.frozen must be True or left out, got '
+                             f"{backbone['frozen']!r}")
+        kind = backbone.get('type')
+        cls = MODELS.get(kind) if isinstance(kind, str) else kind
+        if isinstance(cls, type) and not issubclass(cls, TokenLoopViT):
+            raise TypeError(
+                f'FViT freezes its backbone with frozen=True, an option of '
+                f"mmlocat's ViTs (CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT); "
+                f'{kind!r} has none')
+        return dict(backbone, frozen=True)
 
     def run_backbone(self,
                      batch_inputs: Tensor,
@@ -206,12 +212,18 @@ class FViT(TwoStageDetector):
         contiguous NCHW memory (open-mmlab/mmcv#2203): RoI features of
         strided maps would be taken from the wrong places.
         """
+        # The non-finite policy follows the detector, not the (always eval)
+        # backbone: no check, hence no host sync, while training.
+        check = finite_checks_on(None, self.training)
         with torch.no_grad():
             if dense or self.value_path_tap:
                 feats, vlm_map = self.backbone.forward_dense(
-                    batch_inputs, value_path_tap=self.value_path_tap)
+                    batch_inputs,
+                    value_path_tap=self.value_path_tap,
+                    check_finite=check)
             else:
-                feats, vlm_map = self.backbone(batch_inputs), None
+                feats, vlm_map = self.backbone(
+                    batch_inputs, check_finite=check), None
         feats = tuple(f.contiguous() for f in feats)
         if not dense:
             vlm_map = None

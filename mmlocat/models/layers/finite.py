@@ -1,43 +1,55 @@
-"""The eval-time finiteness check of the pooling / scoring layers.
+"""The one finiteness policy of mmlocat's models, and the error it raises.
 
-Policy (the same as the backbones' input check): in training nothing is
-checked -- a check is a host sync on every step, and a non-finite value
-reaching the loss is what the AMP loss scaler (mmengine's
-``AmpOptimWrapper``) skips a step for. In inference one check per call (one
-host sync) raises an error that says *where* the value came from: already
-in the layer's inputs, or arising inside the layer from finite inputs.
-A backbone passes its own decision to its layers explicitly (see
-``mmlocat.models.backbones.vit_checks.finite_checks_on``); ``None`` is for
-a layer called on its own. Never while tracing or compiling (a check would
-break the graph). Pure torch: no OpenMMLab import.
+Policy (:func:`finite_checks_on`): in training nothing is checked -- a
+check is a host sync on every step, and a non-finite value reaching the
+loss is what the AMP loss scaler (mmengine's ``AmpOptimWrapper``) skips a
+step for. In inference one check per call (one host sync) raises an error
+that says *where* the value came from (:func:`refuse_nonfinite`): already
+in a layer's inputs, or arising inside the layer from finite inputs. Never
+while tracing or compiling (a check would break the graph).
+
+The mode is always passed explicitly: a module (backbone, neck, pooling)
+decides with its own ``training`` flag, or with the ``check_finite``
+argument its caller gives it (a detector that trains on a frozen backbone
+kept in eval mode passes ``check_finite=False``); the pure functions
+(:func:`~.lazy_strike.lazy_strike_pool`, :func:`~.patch_score.patch_score`)
+take the decided bool. Pure torch: no OpenMMLab import.
 """
 from typing import Dict, Optional
 
 import torch
 from torch import Tensor
 
-__all__ = ['should_check_finite', 'check_finite']
+__all__ = ['finite_checks_on', 'refuse_nonfinite']
 
 
-def should_check_finite(check_finite: Optional[bool]) -> bool:
-    """``check_finite``, or for ``None`` whether autograd is off.
+def _tracing() -> bool:
+    return torch.jit.is_tracing() or torch.compiler.is_compiling()
 
-    Autograd off is the inference signal a stateless layer can see: the
-    hosts' val / test loops run under :func:`torch.no_grad`. (A frozen
-    backbone also runs under ``no_grad`` while a detector trains, which is
-    why backbones decide for their layers and pass a bool.) Always False
-    while tracing or compiling.
+
+def finite_checks_on(check_finite: Optional[bool], training: bool) -> bool:
+    """Whether to check for NaN / inf (one host sync): the one rule.
+
+    Args:
+        check_finite: The caller's decision; ``None`` leaves it to the mode.
+        training: The mode of the module that checks (its ``training``).
+
+    Returns:
+        ``check_finite`` if it is a bool, else ``not training``; always
+        False while tracing or compiling.
     """
-    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+    if _tracing():
         return False
     if check_finite is None:
-        return not torch.is_grad_enabled()
+        return not training
     return bool(check_finite)
 
 
-def check_finite(layer: str, inputs: Dict[str, Tensor],
-                 outputs: Dict[str, Tensor]) -> None:
+def refuse_nonfinite(layer: str, inputs: Dict[str, Tensor],
+                     outputs: Dict[str, Tensor]) -> None:
     """Raise if any input or output holds NaN or inf (one host sync).
+
+    Does nothing while tracing or compiling.
 
     Args:
         layer: The layer's name, for the message.
@@ -49,6 +61,8 @@ def check_finite(layer: str, inputs: Dict[str, Tensor],
             whether the inputs were already non-finite or the non-finite
             value arose inside the layer.
     """
+    if _tracing():
+        return
     tensors = {**inputs, **outputs}
     counts = torch.stack([(~torch.isfinite(t.detach())).sum()
                           for t in tensors.values()]).tolist()

@@ -1,8 +1,8 @@
 """LazyStrike pooling: the parameter-free global token of LaSt-ViT.
 
 "Vision Transformers Need More Than Registers" (Shi, Yu, Yang, CVPR 2026),
-https://arxiv.org/abs/2602.22394. Written from ``spec/lastvit.md`` §1 after
-the behaviour of the authors' public code (ChengShiest/LAST-ViT).
+https://arxiv.org/abs/2602.22394; the math: ``docs/method.md#lazystrike``,
+after the behaviour of the authors' public code (ChengShiest/LAST-ViT).
 
 Every patch token is low-pass filtered along its channel axis; a channel
 votes for the patches whose value there is most *stable* under that filter,
@@ -16,8 +16,7 @@ from typing import Dict, FrozenSet, Iterator, NamedTuple, Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-from .finite import check_finite as _check_finite
-from .finite import should_check_finite
+from .finite import finite_checks_on, refuse_nonfinite
 
 __all__ = [
     'LazyStrikeOutput', 'lazy_strike_pool', 'LazyStrikePool',
@@ -206,7 +205,7 @@ def lazy_strike_pool(x: Tensor,
                      score: str = 'code',
                      window: str = 'code',
                      eps: float = 1e-6,
-                     check_finite: Optional[bool] = None) -> LazyStrikeOutput:
+                     check_finite: bool = False) -> LazyStrikeOutput:
     """Pool patch tokens into a global token with LazyStrike.
 
     Args:
@@ -222,9 +221,9 @@ def lazy_strike_pool(x: Tensor,
             ``'centered'``; see :func:`lazy_strike_window`.
         eps: Denominator epsilon of the ``'paper'`` score.
         check_finite: Raise on NaN / inf in the tokens or the pooled token
-            (one host sync; see :mod:`.finite`). ``None`` (default): only
-            with autograd off (inference); a training forward never syncs
-            the host and lets a non-finite value reach the loss.
+            (one host sync): the caller's decision, see
+            :func:`~.finite.finite_checks_on`. Off by default: no host sync,
+            a non-finite value reaches the loss.
 
     Returns:
         :class:`LazyStrikeOutput` with the pooled ``(B, D)`` token (same
@@ -258,8 +257,8 @@ def lazy_strike_pool(x: Tensor,
                 batch, k * channels, device=x.device, dtype=torch.float32))
 
     pooled = torch.gather(x, 1, index).float().mean(dim=1).to(x.dtype)
-    if should_check_finite(check_finite):
-        _check_finite('LazyStrike', dict(tokens=x), dict(pooled=pooled))
+    if check_finite:
+        refuse_nonfinite('LazyStrike', dict(tokens=x), dict(pooled=pooled))
     return LazyStrikeOutput(pooled, votes)
 
 
@@ -299,9 +298,10 @@ class LazyStrikePool(nn.Module):
                 x: Tensor,
                 check_finite: Optional[bool] = None) -> LazyStrikeOutput:
         """Pool ``(B, N, D)`` patch tokens (``check_finite``: see
-        :func:`lazy_strike_pool`)."""
+        :func:`~.finite.finite_checks_on`, with this module's mode)."""
         return lazy_strike_pool(x, self.topk, self.topk_ratio, self.score,
-                                self.window, self.eps, check_finite)
+                                self.window, self.eps,
+                                finite_checks_on(check_finite, self.training))
 
     def extra_repr(self) -> str:
         k = (f'topk_ratio={self.topk_ratio}'

@@ -1,17 +1,14 @@
 """Patch score: cosine similarity of each patch token with a global token.
 
 "Vision Transformers Need More Than Registers" (CVPR 2026),
-https://arxiv.org/abs/2602.22394, ``spec/lastvit.md`` §2:
+https://arxiv.org/abs/2602.22394, ``docs/method.md#patch-score``:
 ``s_i = cos(x_i, q)`` with ``x_i`` the final-norm patch tokens and ``q`` the
 LazyStrike token (or the CLS output of a plain ViT, GAP for CNNs). Pure
 torch: no OpenMMLab import.
 """
-from typing import Optional
-
 from torch import Tensor
 
-from .finite import check_finite as _check_finite
-from .finite import should_check_finite
+from .finite import refuse_nonfinite
 
 __all__ = ['patch_score']
 
@@ -19,7 +16,7 @@ __all__ = ['patch_score']
 def patch_score(tokens: Tensor,
                 global_token: Tensor,
                 eps: float = 1e-6,
-                check_finite: Optional[bool] = None) -> Tensor:
+                check_finite: bool = False) -> Tensor:
     """Cosine similarity of every patch token with the global token.
 
     Computed and returned in float32, whatever the dtype of ``tokens``:
@@ -33,9 +30,8 @@ def patch_score(tokens: Tensor,
         global_token: ``(B, D)`` global token.
         eps: Lower bound of the norms.
         check_finite: Raise on NaN / inf in the inputs or the scores (one
-            host sync; see :mod:`.finite`). ``None`` (default): only with
-            autograd off (inference); a training forward never syncs the
-            host.
+            host sync): the caller's decision, see
+            :func:`~.finite.finite_checks_on`. Off by default.
 
     Returns:
         ``(B, N)`` float32 scores in ``[-1, 1]``.
@@ -60,8 +56,8 @@ def patch_score(tokens: Tensor,
     t = t / t.norm(dim=-1, keepdim=True).clamp_min(eps)
     q = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
     score = (t * q.unsqueeze(1)).sum(dim=-1)
-    if should_check_finite(check_finite):
-        _check_finite('patch_score',
-                      dict(tokens=tokens, global_token=global_token),
-                      dict(score=score))
+    if check_finite:
+        refuse_nonfinite('patch_score',
+                         dict(tokens=tokens, global_token=global_token),
+                         dict(score=score))
     return score

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
 from ..layers import LazyStrikePool, patch_score
+from ..layers.finite import finite_checks_on
 
 __all__ = ['PatchScoreNeck']
 
@@ -227,9 +228,10 @@ class PatchScoreNeck(BaseModule):
         """
         batch, channels, h, w = featmap.shape
         tokens = featmap.flatten(2).transpose(1, 2)
+        check = finite_checks_on(None, self.training)
         votes = None
         if self.global_pool == 'lazy_strike':
-            pooled, votes = self.lazy_strike(tokens)
+            pooled, votes = self.lazy_strike(tokens, check_finite=check)
             votes = votes.reshape(batch, 1, h, w)
         elif self.global_pool == 'gap':
             pooled = tokens.mean(dim=1)
@@ -239,7 +241,8 @@ class PatchScoreNeck(BaseModule):
                     "global_pool='cls' needs the backbone's global token: "
                     "use out_type='raw' tokens or (featmap, token) pairs")
             pooled = token
-        score = patch_score(tokens, pooled).reshape(batch, 1, h, w)
+        score = patch_score(
+            tokens, pooled, check_finite=check).reshape(batch, 1, h, w)
         return dict(global_token=pooled, patch_score=score, vote_map=votes)
 
     def forward_with_scores(self,

@@ -20,7 +20,7 @@ from typing import Dict
 
 import torch
 
-from ..checkpoint_io import check_finite, strip_prefix
+from ..checkpoint_io import refuse_nonfinite_weights, strip_prefix
 
 __all__ = [
     'GAUG_KEY', 'detect_vit_format', 'convert_timm_locat',
@@ -130,7 +130,7 @@ def convert_timm_locat(state_dict: Dict[str, torch.Tensor]) -> 'OrderedDict':
     fmt = detect_vit_format(state_dict)
     if fmt != 'timm':
         raise ValueError(f'expected a timm-format checkpoint, got {fmt}')
-    check_finite(state_dict, 'the checkpoint')
+    refuse_nonfinite_weights(state_dict, 'the checkpoint')
     state_dict = strip_prefix(state_dict, _WRAPPER_PREFIXES)
     converted, unknown = OrderedDict(), []
     for key, value in state_dict.items():
@@ -165,7 +165,7 @@ def convert_vit_to_locat(state_dict: Dict[str, torch.Tensor]) -> 'OrderedDict':
     fmt = detect_vit_format(state_dict)
     if fmt == 'timm':
         return convert_timm_locat(state_dict)
-    check_finite(state_dict, 'the checkpoint')
+    refuse_nonfinite_weights(state_dict, 'the checkpoint')
     state_dict = strip_prefix(state_dict, _WRAPPER_PREFIXES)
     if fmt == 'mmpretrain_backbone':
         return OrderedDict(('backbone.' + k, v) for k, v in state_dict.items())

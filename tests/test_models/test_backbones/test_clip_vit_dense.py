@@ -63,7 +63,7 @@ def test_forward_dense_consistent_with_forward():
         outs, dense = model.forward_dense(x)
         plain = model(x)
         # The map uses the tokens entering the last block.
-        kept, hw = model._encode(x, [1])
+        kept, hw = model.forward_intermediates(x, [1])
         ref = model.value_path_dense(kept[0], hw)
     assert len(outs) == len(plain) == 2
     for a, b in zip(outs, plain):
@@ -71,8 +71,8 @@ def test_forward_dense_consistent_with_forward():
     torch.testing.assert_close(dense, ref)
     assert dense.shape == (1, 16, 3, 5)
     # The map differs from the ordinary last-layer tokens (attention on).
-    last = F.normalize(
-        model.embed_global(model._encode(x, [2])[0][0][:, 1:]), dim=-1)
+    (tokens, ), _ = model.forward_intermediates(x, [2])
+    last = F.normalize(model.embed_global(tokens[:, 1:]), dim=-1)
     assert not torch.allclose(
         dense.flatten(2).transpose(1, 2), last, atol=1e-3)
 

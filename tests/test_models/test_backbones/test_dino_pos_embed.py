@@ -1,5 +1,6 @@
-"""DINO's position-embedding interpolation (LaStViT pos_embed_resample='dino')
-against timm's DINO ViT-S/16 architecture at random init, at a non-224 size.
+"""DINO's position-embedding interpolation
+(``pos_embed_cfg=dict(resample='dino')``) against timm's DINO ViT-S/16
+architecture at random init, at a non-224 size.
 
 timm's DINO models resample by target size with antialiasing (timm's
 ``resample_abs_pos_embed``), which is not DINO's own rule, so the reference
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import mmlocat  # noqa: F401
-from mmlocat.models import LaStViT
+from mmlocat.models import LaStViT, LocAtViT
 from mmlocat.models.backbones.pos_embed import dino_resample_pos_embed
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
 from mmlocat.utils.converters import convert_dino
@@ -58,8 +59,10 @@ def dino_lastvit(dino, **kwargs):
         img_size=224,
         patch_size=16,
         pooling='cls',
-        pos_embed_resample='dino',
-        **kwargs).eval()
+        **{
+            'pos_embed_cfg': dict(resample='dino'),
+            **kwargs
+        }).eval()
     load_state_dict_reported(model, convert_dino(dino.state_dict()))
     return model
 
@@ -79,16 +82,14 @@ def test_lastvit_dino_resampling_matches_dino(dino, hw):
     with torch.no_grad():
         ref_pos = dino_reference_pos(dino.pos_embed, *hw)
         ref = timm_tokens(dino, x, ref_pos)
-        (tokens, ), grid = ours._encode(x, [1])
+        (tokens, ), grid = ours.forward_intermediates(x, [1])
     assert tuple(grid) == (hw[0] // 16, hw[1] // 16)
     torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
     # The host's size-based resampling is measurably different (this is
     # what the option is for), and so is timm's own DINO rule.
-    host = ours.pos_embed_resample
-    ours.pos_embed_resample = 'host'
+    host = dino_lastvit(dino, pos_embed_cfg=dict(resample='host'))
     with torch.no_grad():
-        (host_tokens, ), _ = ours._encode(x, [1])
-    ours.pos_embed_resample = host
+        (host_tokens, ), _ = host.forward_intermediates(x, [1])
     assert (host_tokens - ref).abs().max() > 1e-3
     timm_pos = timm.layers.resample_abs_pos_embed(
         dino.pos_embed, (hw[0] // 16, hw[1] // 16), num_prefix_tokens=1)
@@ -117,7 +118,7 @@ def test_corner_padding_is_lost_zero_padding(dino):
             stride=16)
         ref = timm_tokens(dino, padded,
                           dino_reference_pos(dino.pos_embed, 384, 512))
-        (tokens, ), hw = ours._encode(x, [1])
+        (tokens, ), hw = ours.forward_intermediates(x, [1])
     assert tuple(grid) == tuple(hw) == (24, 32)
     assert torch.equal(patches, ref_patches.flatten(2).transpose(1, 2))
     torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
@@ -133,7 +134,7 @@ def test_unpadded_patch_embed_crops_as_dino_visualisation(dino):
     with torch.no_grad():
         ref = timm_tokens(dino, crop,
                           dino_reference_pos(dino.pos_embed, 320, 480))
-        (tokens, ), grid = ours._encode(x, [1])
+        (tokens, ), grid = ours.forward_intermediates(x, [1])
     assert tuple(grid) == (20, 30)
     torch.testing.assert_close(tokens, ref, atol=1e-5, rtol=1e-5)
 
@@ -145,5 +146,21 @@ def test_same_grid_is_unchanged_and_errors():
         dino_resample_pos_embed(pos, (7, 28), (14, 14))
     with pytest.raises(ValueError, match='prefix tokens'):
         dino_resample_pos_embed(pos, (10, 10), (14, 14))
-    with pytest.raises(ValueError, match='pos_embed_resample'):
-        LaStViT(arch='deit-small', pos_embed_resample='timm')
+    with pytest.raises(ValueError, match='pos_embed_cfg.resample must be'):
+        LaStViT(arch='deit-small', pos_embed_cfg=dict(resample='bilinear'))
+    with pytest.raises(ValueError, match=r"takes only \['resample'\]"):
+        LaStViT(
+            arch='deit-small',
+            pos_embed_cfg=dict(resample='dino', antialias=True))
+    with pytest.raises(TypeError, match='must be a dict'):
+        LaStViT(arch='deit-small', pos_embed_cfg='dino')
+    # The draft's keywords name their replacement.
+    with pytest.raises(
+            TypeError,
+            match=r"pos_embed_resample= is now pos_embed_cfg=dict\(resample"):
+        LaStViT(arch='deit-small', pos_embed_resample='dino')
+    with pytest.raises(
+            TypeError,
+            match=r'LocAtViT: pos_embed_antialias= is now '
+            r"pos_embed_cfg=dict\(resample='timm', antialias"):
+        LocAtViT(arch='deit-tiny', pos_embed_antialias=False)

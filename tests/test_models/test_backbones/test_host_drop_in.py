@@ -159,8 +159,11 @@ def test_raw_and_featmap_equal_the_host_without_additions(cls):
     network: same parameters, same outputs (LocAtViT's timm-style
     antialiased resampling of the position embedding switched off)."""
     extra = dict(
-        gaug=False, prr=False,
-        pos_embed_antialias=False) if cls is LocAtViT else dict(pooling='cls')
+        gaug=False,
+        prr=False,
+        pos_embed_cfg=dict(resample='timm',
+                           antialias=False)) if cls is LocAtViT else dict(
+                               pooling='cls')
     for out_type in ('raw', 'featmap', 'cls_token', 'avg_featmap'):
         torch.manual_seed(0)
         host = build(VisionTransformer, out_type=out_type, out_indices=[1, 2])

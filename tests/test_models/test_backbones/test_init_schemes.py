@@ -266,3 +266,20 @@ def test_scheme_takes_no_arguments():
     from mmengine.model import initialize
     with pytest.raises(TypeError, match='takes no arguments'):
         initialize(nn.Linear(2, 2), dict(type='mmlocat.TimmViTInit', std=0.1))
+
+
+def test_schemes_are_found_through_the_registry():
+    """A scheme is any ``WEIGHT_INITIALIZERS`` entry of the scheme kind,
+    whatever its scope or spelling; other initializers are not schemes."""
+    from mmengine.registry import WEIGHT_INITIALIZERS as HOST
+
+    from mmlocat.models.backbones.vit_init import TimmViTInit, names_scheme
+    for cfg in (dict(type='mmlocat.TimmViTInit'), dict(type='TimmViTInit'),
+                dict(type=TimmViTInit),
+                dict(type='mmlocat.TorchvisionViTInit')):
+        assert names_scheme(cfg), cfg
+    for cfg in (None, dict(type='Pretrained', checkpoint='x'),
+                dict(type='Normal', layer='Linear'), dict(type='NoSuchInit'),
+                [dict(type='Constant', val=1.)]):
+        assert not names_scheme(cfg), cfg
+    assert HOST.get('TimmViTInit') is None  # mmlocat's scope only

@@ -175,6 +175,49 @@ def test_frozen_stages_bounded(name):
             build(name, frozen_stages=bad)
 
 
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_one_freezing_mechanism(name):
+    """``frozen_stages`` and ``frozen`` are applied once the leaf class has
+    built everything (EVA and LocAtViT replace the host's blocks, LocAtViT
+    adds registers, the towers add a projection) and kept by ``train()``."""
+    extra = dict(num_register_tokens=1) if name == 'locat' else {}
+    model = build(name, frozen_stages=2, drop_rate=0.1, **extra).train()
+    stem = [model.patch_embed, *model.layers[:2]]
+    assert not any(p.requires_grad for m in stem for p in m.parameters())
+    assert not any(m.training for m in stem)
+    assert not any(t.requires_grad for t in model.prefix_tokens())
+    assert not model.pos_embed.requires_grad
+    assert all(p.requires_grad for p in model.layers[2].parameters())
+    assert model.layers[2].training and model.drop_after_pos.training is False
+    model = build(name, frozen=True, **extra).train()
+    assert model.frozen and not model.training
+    assert not any(m.training for m in model.modules())
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_constant_pos_embed(name):
+    """Inside ``constant_pos_embed`` (ONNX export) each grid's resampled
+    embedding is computed once, detached, and equals the live one; outside
+    nothing is cached."""
+    model = build(name).eval()
+    x = torch.randn(1, 3, 48, 64)
+    with torch.no_grad():
+        want = model(x)
+    live = model._pos_embed_for((3, 4))
+    assert live.requires_grad
+    with model.constant_pos_embed():
+        first = model._pos_embed_for((3, 4))
+        assert model._pos_embed_for((3, 4)) is first
+        assert not first.requires_grad
+        torch.testing.assert_close(first, live, rtol=0, atol=0)
+        with torch.no_grad():
+            for a, b in zip(model(x), want):
+                assert torch.equal(a, b)
+    assert model._pos_embed_cache is None
+    assert model._pos_embed_for((3, 4)) is not first
+
+
 # ------------------------------------------------------------------- inputs
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_empty_and_malformed_batches(name):
@@ -209,22 +252,21 @@ def test_non_finite_input_eval_error_train_passes(name):
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_check_finite_attribute_overrides_eval_mode(name):
+def test_check_finite_argument_overrides_the_mode(name):
     """A frozen backbone kept in eval mode while a detector trains (F-ViT
-    sets ``check_finite=False``): no error and no host sync, LazyStrike's
+    passes ``check_finite=False``): no error and no host sync, LazyStrike's
     pooling included; ``True`` checks in training too."""
     model = build(name).eval()
     x = torch.randn(2, 3, 32, 32)
     x[1, 0, 5, 7] = float('nan')
-    model.check_finite = False
     with torch.no_grad(), SyncCounter() as counter:
-        out = model(x)[0]
+        out = model(x, check_finite=False)[0]
     assert counter.syncs == []
     assert not torch.isfinite(out).all()
-    model.check_finite = True
+    assert not hasattr(model, 'check_finite')  # no attribute to set
     model.train()
     with pytest.raises(ValueError, match='non-finite input'):
-        model(x)
+        model(x, check_finite=True)
 
 
 def test_locat_eval_no_longer_silently_nan():

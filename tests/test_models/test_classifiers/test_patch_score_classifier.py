@@ -131,3 +131,26 @@ def test_unsupported_backbone_raises():
     model.backbone.forward = lambda x: (x.mean(dim=(2, 3)), )
     with pytest.raises(TypeError, match='cannot compute patch scores'):
         model.predict(_images())
+
+
+def test_pib_baseline_is_the_host_vit_bit_for_bit():
+    """The PiB configs' plain-ViT baseline, ``LaStViT(pooling='cls')``,
+    predicts what mmpretrain's own ``VisionTransformer`` does with the same
+    weights (patch scores and logits, bit for bit), so the LaSt vs plain A/B
+    is the one ``pooling`` option."""
+    host = _build(
+        dict(type='VisionTransformer', arch=ARCH, img_size=64, patch_size=16))
+    ours = _build(
+        dict(
+            type='mmlocat.LaStViT',
+            pooling='cls',
+            arch=ARCH,
+            img_size=64,
+            patch_size=16))
+    ours.load_state_dict(host.state_dict(), strict=True)
+    x = _images()
+    with torch.no_grad():
+        want, got = host.predict(x), ours.predict(x)
+    for a, b in zip(want, got):
+        assert torch.equal(a.patch_score, b.patch_score)
+        assert torch.equal(a.pred_score, b.pred_score)

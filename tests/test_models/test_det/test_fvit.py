@@ -32,12 +32,20 @@ def test_frozen_backbone_and_loss(emb):
     model.train()
     assert not model.backbone.training
     assert model.neck.training and model.roi_head.training
-    # the non-finite policy follows the detector: no backbone check (no
-    # host sync) while training, the eval-mode check while testing
-    assert model.backbone.check_finite is False
+    # the non-finite policy follows the detector, passed to the (always
+    # eval) backbone: no check (no host sync) while training, the check
+    # while testing
+    calls = []
+    dense = model.backbone.forward_dense
+    model.backbone.forward_dense = lambda x, **kw: calls.append(kw) or dense(
+        x, **kw)
+    x = torch.rand(1, 3, 64, 64)
+    model.run_backbone(x)
     model.eval()
-    assert model.backbone.check_finite is None
+    model.run_backbone(x)
     model.train()
+    assert [kw['check_finite'] for kw in calls] == [False, True]
+    del model.backbone.forward_dense
     assert not any(p.requires_grad for p in model.backbone.parameters())
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     data = det_batch(model, labels=(1, 0))  # 'car', 'cat' in the base space
@@ -84,7 +92,7 @@ def test_predict_fused_differs_from_plain(emb):
         plain = model.predict(data['inputs'], data['data_samples'])
     # One pass per prediction, each with F-ViT's value-path tap (the dense
     # map of the plain prediction is dropped).
-    assert calls == [dict(value_path_tap=True)] * 2
+    assert calls == [dict(value_path_tap=True, check_finite=True)] * 2
     res = plain[0].pred_instances
     assert len(res.bboxes) == len(res.scores) == len(res.labels) > 0
     assert res.labels.max() < len(NAMES)
@@ -112,7 +120,22 @@ def test_fusion_needs_dense_backbone(emb):
     model = build_detector(cfg)
     model.train()
     assert not model.backbone.training
+    assert model.backbone.frozen  # the backbones' own mechanism
     assert not any(p.requires_grad for p in model.backbone.parameters())
+
+
+def test_backbone_must_be_a_freezable_vit(emb):
+    """FViT freezes through the backbone's ``frozen`` option: a backbone
+    without one, or ``frozen=False``, is refused at build."""
+    cfg = tiny_fvit_cfg(emb, NAMES)
+    cfg['backbone'] = dict(cfg['backbone'], frozen=False)
+    with pytest.raises(ValueError, match='backbone.frozen must be True'):
+        build_detector(cfg)
+    cfg['backbone'] = dict(
+        type='mmdet.ResNet', depth=18, out_indices=(0, 1, 2, 3))
+    cfg['vlm_fusion'], cfg['last_tap'] = False, 'block'
+    with pytest.raises(TypeError, match="'mmdet.ResNet' has none"):
+        build_detector(cfg)
 
 
 def test_unknown_train_class(emb):
@@ -142,7 +165,7 @@ def test_last_tap_is_the_value_path_without_final_norm(emb, training):
     x = torch.randn(2, 3, 64, 64)
     feats, _ = model.run_backbone(x)
     with torch.no_grad():
-        (before_last, ), hw = backbone._encode(x, [2])
+        (before_last, ), hw = backbone.forward_intermediates(x, [2])
         ref = _value_path_by_hand(backbone.layers[-1], before_last, 32)
     ref = ref[:, 1:].transpose(1, 2).reshape(2, 32, *hw)
     torch.testing.assert_close(feats[-1], ref, atol=1e-5, rtol=1e-5)

@@ -1,4 +1,5 @@
-"""Non-finite policy of LazyStrike and the patch score: no host sync in a
+"""The one non-finite policy (``finite_checks_on``: the mode passed
+explicitly) and LazyStrike / the patch score under it: no host sync in a
 training forward (checked twice: no scalar read-back op is dispatched, and
 the whole training step runs on the data-less 'meta' device, where any read
 of a value -- ``item``, ``bool``, ``tolist``, ``numpy`` -- raises), and in
@@ -8,7 +9,7 @@ import torch
 
 from mmlocat.models.backbones import LocAtViT
 from mmlocat.models.layers import lazy_strike_pool, patch_score
-from mmlocat.models.layers.finite import check_finite, should_check_finite
+from mmlocat.models.layers.finite import finite_checks_on, refuse_nonfinite
 from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
 
 
@@ -26,7 +27,7 @@ def test_counter_sees_host_syncs():
     assert counter.syncs == ['aten._local_scalar_dense.default']
     with pytest.raises(NotImplementedError, match='meta'):
         with torch.no_grad():
-            lazy_strike_pool(x.to('meta'))  # the inference check reads
+            lazy_strike_pool(x.to('meta'), check_finite=True)  # it reads
 
 
 def test_training_forward_has_no_host_sync():
@@ -69,26 +70,29 @@ def test_training_lets_non_finite_values_through():
 def test_inference_names_non_finite_input_tokens(value):
     bad = torch.randn(2, 7, 6)
     bad[1, 2, 4] = value
+    inference = finite_checks_on(None, training=False)
     with torch.no_grad():
         with pytest.raises(
                 ValueError,
                 match=r'LazyStrike got NaN or inf in its inputs '
                 r'\(tokens 1 of 84, pooled 1 of 12 values '
                 r'non-finite\): they were already non-finite'):
-            lazy_strike_pool(bad)
+            lazy_strike_pool(bad, check_finite=inference)
         with pytest.raises(
                 ValueError,
                 match=r'patch_score got NaN or inf in its inputs '
                 r'\(tokens 1 of 84, score 1 of 14 values'):
-            patch_score(bad, torch.randn(2, 6))
+            patch_score(bad, torch.randn(2, 6), check_finite=inference)
         with pytest.raises(
                 ValueError, match=r'global_token 1 of 12, score 7 of 14'):
-            patch_score(torch.randn(2, 7, 6), bad[:, 2])
-    # Forced on with autograd on, off with autograd off.
+            patch_score(torch.randn(2, 7, 6), bad[:, 2], check_finite=True)
+    # The pure functions follow the caller's bool, not autograd: on with
+    # autograd on, off (the default) with autograd off.
     with pytest.raises(ValueError, match='already non-finite'):
         lazy_strike_pool(bad, check_finite=True)
     with torch.no_grad():
         patch_score(bad, torch.randn(2, 6), check_finite=False)
+        patch_score(bad, torch.randn(2, 6))
 
 
 def test_non_finite_arising_inside_the_layer():
@@ -99,13 +103,21 @@ def test_non_finite_arising_inside_the_layer():
             ValueError,
             match=r'layer: its inputs \(tokens\) were finite, '
             r'but NaN or inf arose inside layer \(score 1 of 2'):
-        check_finite('layer', dict(tokens=tokens), dict(score=out))
-    check_finite('layer', dict(tokens=tokens), dict(score=out[:1]))
+        refuse_nonfinite('layer', dict(tokens=tokens), dict(score=out))
+    refuse_nonfinite('layer', dict(tokens=tokens), dict(score=out[:1]))
 
 
-def test_should_check_finite():
-    assert not should_check_finite(None)  # autograd on: training
-    with torch.no_grad():
-        assert should_check_finite(None)
-        assert not should_check_finite(False)
-    assert should_check_finite(True)
+def test_finite_checks_on():
+    """One rule: the caller's bool, else inference checks and training
+    does not; never while tracing."""
+    assert not finite_checks_on(None, training=True)
+    assert finite_checks_on(None, training=False)
+    assert not finite_checks_on(False, training=False)
+    assert finite_checks_on(True, training=True)
+    with torch.no_grad():  # autograd does not enter the decision
+        assert not finite_checks_on(None, training=True)
+    traced = torch.jit.trace(
+        lambda x: x + int(finite_checks_on(True, training=False)),
+        torch.zeros(1),
+        check_trace=False)  # the eager call differs: that is the point
+    assert traced(torch.zeros(1)).item() == 0

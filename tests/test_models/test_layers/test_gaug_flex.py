@@ -168,7 +168,8 @@ def setup(requires_grad=False):
 
 def test_no_backward_on_cpu():
     gaug, q, k, v, var, alpha = setup(requires_grad=True)
-    with pytest.raises(NotImplementedError, match="gaug_impl='chunked'"):
+    with pytest.raises(
+            NotImplementedError, match=r"gaug_cfg=dict\(impl='chunked'\)"):
         flex_gaug_attention(
             q,
             k,

@@ -154,10 +154,12 @@ def test_bad_inputs():
         neck(((_feat(), torch.randn(2, C + 1)), ))
     with pytest.raises(ValueError, match='shape'):
         neck((torch.randn(2, C), ))
-    # Non-finite features raise in inference; training leaves them to the
-    # loss (no host sync, see test_layers/test_finite.py).
+    # Non-finite features raise in inference (eval mode); training leaves
+    # them to the loss (no host sync, see test_layers/test_finite.py).
+    nan = torch.full((1, C, 2, 2), float('nan'))
+    neck.train()(((nan, )))
     with torch.no_grad(), pytest.raises(ValueError, match='NaN'):
-        neck((torch.full((1, C, 2, 2), float('nan')), ))
+        neck.eval()((nan, ))
 
 
 @pytest.mark.parametrize('host', ['mmpretrain', 'mmseg', 'mmdet'])

@@ -51,15 +51,17 @@ def resolve_gaug_impl(impl: str,
         'dense', 'chunked' or 'flex'.
     """
     if impl not in GAUG_IMPLS:
-        raise ValueError(f'gaug_impl must be one of {GAUG_IMPLS}, got '
-                         f'{impl!r}')
+        raise ValueError(f'gaug_cfg=dict(impl=...) must be one of '
+                         f'{GAUG_IMPLS}, got {impl!r}')
     if impl == 'flex' and attn_drop_p > 0:
-        raise ValueError("gaug_impl='flex' has no attention dropout; use "
-                         "'chunked' or 'dense' with attn_drop_rate > 0")
+        raise ValueError("gaug_cfg=dict(impl='flex') has no attention "
+                         "dropout; use impl='chunked' or 'dense' with "
+                         'attn_drop_rate > 0')
     if impl == 'flex' and needs_grad and q.device.type == 'cpu':
         raise NotImplementedError(
-            "gaug_impl='flex' has no backward pass on CPU; run it under "
-            "torch.no_grad() or use 'chunked' / 'auto' for training")
+            "gaug_cfg=dict(impl='flex') has no backward pass on CPU; run it "
+            "under torch.no_grad() or use impl='chunked' / 'auto' for "
+            'training')
     if impl != 'auto':
         return impl
     if (q.device.type == 'cuda' and attn_drop_p == 0

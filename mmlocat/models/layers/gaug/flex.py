@@ -244,8 +244,9 @@ def flex_gaug_attention(q: torch.Tensor,
         t.requires_grad for t in (q, k, v, var, alpha))
     if grad and q.device.type == 'cpu':
         raise NotImplementedError(
-            "gaug_impl='flex' has no backward pass on CPU in this torch; "
-            "use gaug_impl='chunked' (or 'auto') for training")
+            "gaug_cfg=dict(impl='flex') has no backward pass on CPU in this "
+            "torch; use gaug_cfg=dict(impl='chunked') (or 'auto') for "
+            'training')
     h, w = (int(s) for s in hw)
     n, device = q.shape[2], q.device
     if var.shape[2] != n - num_prefix or h * w != n - num_prefix:
@@ -253,7 +254,7 @@ def flex_gaug_attention(q: torch.Tensor,
                          f'with {num_prefix} prefix tokens on a {h}x{w} grid')
     if _flex_attention() is None:
         raise RuntimeError('FlexAttention needs torch >= 2.5; use '
-                           "gaug_impl='chunked'")
+                           "gaug_cfg=dict(impl='chunked')")
     # Per-token tables over all N tokens (prefix entries are never used:
     # the patch mask zeroes every pair that involves a prefix token).
     pad = (0, 0, num_prefix, 0)
