@@ -81,9 +81,8 @@ def build_export_model(
                          f'segmentors (default_scope in {EXPORT_SCOPES}), not '
                          f'{scope!r}')
     backbone = cfg.model.backbone
-    if ('gaug_impl' in backbone or 'gaug_cfg' in backbone
-            or str(backbone.get('type', '')).endswith('LocAtViT')):
-        backbone.pop('gaug_impl', None)  # the deprecated alias of the key
+    is_locat = str(backbone.get('type', '')).endswith('LocAtViT')
+    if is_locat or 'gaug_cfg' in backbone:
         backbone['gaug_cfg'] = dict(
             backbone.get('gaug_cfg') or {}, impl='dense')
     init_default_scope(scope)
