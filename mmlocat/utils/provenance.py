@@ -33,7 +33,6 @@ import torch
 from torch import Tensor
 
 from .checkpoint_io import read_clip_state_dict
-
 from .safe_load import mmengine_checkpoint_globals
 
 __all__ = [

@@ -1,11 +1,11 @@
 """PointInBox(protocol='public') equals the public ``evaluate_patch_hit.py``.
 
 ``script_cells`` transcribes the public script's rule as
-docs/method.md#point-in-box-pib and issue 17 state it (Resize(256) by one factor ``256 / min(w, h)`` with
-truncated sides, floored centre-crop offset, box clipped to [0, 224], every
-cell from ``floor(min / 16)`` to ``floor(max / 16)``, raw annotation
-integers): an independent statement in the script's own shape (a set of
-flat patch indices), not the implementation's.
+docs/method.md#point-in-box-pib and issue 17 state it (Resize(256) by one
+factor ``256 / min(w, h)`` with truncated sides, floored centre-crop offset,
+box clipped to [0, 224], every cell from ``floor(min / 16)`` to ``floor(max /
+16)``, raw annotation integers): an independent statement in the script's own
+shape (a set of flat patch indices), not the implementation's.
 """
 import numpy as np
 import pytest

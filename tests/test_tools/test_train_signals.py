@@ -15,7 +15,7 @@ def saved_handlers():
 
 
 def test_a_signal_during_the_run_exits_with_its_status(load_tool,
-                                                        saved_handlers):
+                                                       saved_handlers):
     train = load_tool('tools/train.py', 'train_tool')
     with pytest.raises(SystemExit) as exc:
         with train._exit_on_signals():
@@ -41,7 +41,8 @@ def test_a_repeated_signal_cannot_cut_the_exit_short(load_tool,
 def test_a_finished_run_restores_the_handlers(load_tool, saved_handlers):
     train = load_tool('tools/train.py', 'train_tool')
     with train._exit_on_signals():
-        assert signal.getsignal(signal.SIGTERM) not in (
-            saved_handlers[signal.SIGTERM], signal.SIG_IGN)
+        assert signal.getsignal(
+            signal.SIGTERM) not in (saved_handlers[signal.SIGTERM],
+                                    signal.SIG_IGN)
     for signum in SIGNALS:
         assert signal.getsignal(signum) == saved_handlers[signum], signum

@@ -1,7 +1,8 @@
 """LazyStrike pooling against a loop-by-loop numpy reference.
 
-Reference: docs/method.md#lazystrike — channel FFT low-pass with a Gaussian window,
-stability score, per-channel top-K over patches, mean of the original values.
+Reference: docs/method.md#lazystrike — channel FFT low-pass with a Gaussian
+window, stability score, per-channel top-K over patches, mean of the original
+values.
 """
 import numpy as np
 import pytest
