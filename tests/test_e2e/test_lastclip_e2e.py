@@ -385,12 +385,16 @@ def _assert_bit_equal(loaded, trained_tower):
 
 
 def test_converted_records_name_the_text_tower(trained, converted, clip):
-    from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
+    from mmlocat.utils.provenance import (file_sha256, file_text_sha256,
+                                          read_checkpoint_meta)
     last, cls = converted['last'], converted['cls']
     record = read_checkpoint_meta(last['dst'])['clip']
     assert record == dict(
         weights=osp.basename(last['text']),
         sha256=file_sha256(last['text']),
+        # the fingerprint of the trained text tower it wrote
+        text_sha256=file_text_sha256(last['text']),
+        text_act='gelu',
         source=f'lastclip:{file_sha256(last["src"])}',
         act='gelu')
     # the text file: open_clip's text keys, the trained scale
@@ -406,6 +410,9 @@ def test_converted_records_name_the_text_tower(trained, converted, clip):
     assert record == dict(
         weights=osp.basename(clip['weights']),
         sha256=file_sha256(clip['weights']),
+        # locked: the original CLIP's text tower
+        text_sha256=file_text_sha256(clip['weights']),
+        text_act='gelu',
         source=f'lastclip:{file_sha256(cls["src"])}',
         act='gelu')
 
@@ -446,7 +453,7 @@ def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
         assert len(results) == 2
         assert torch.isfinite(results[0].pred_instances.scores).all()
         other = emb['cls' if pooling == 'last' else 'last']
-        with pytest.raises(ValueError, match='come from CLIP sha256'):
+        with pytest.raises(ValueError, match='the text towers differ'):
             MMDET_MODELS.build(_tiny_fvit(dst, other, pooling).model)
 
 

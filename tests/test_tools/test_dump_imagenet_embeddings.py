@@ -22,7 +22,7 @@ from mmlocat.datasets.text_embeddings import (TEMPLATE_SETS,
                                               load_text_embeddings,
                                               plain_prompts)
 from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.provenance import file_sha256, text_sha256
 
 MODEL_CFG = tiny_open_clip_cfg(
     embed_dim=8, text_width=16, text_layers=1, width=8, head_width=8)
@@ -131,6 +131,10 @@ def test_tool_writes_the_imagenet_file(tiny, tmp_path, load_tool, monkeypatch):
         name='tiny-zs-clip',
         weights='tiny.pt',
         sha256=file_sha256(weights),
+        # the text tower's fingerprint and activation (the tiny config's
+        # exact GELU), compared by the provenance checks
+        text_sha256=text_sha256(model.state_dict()),
+        text_act='gelu',
         templates='single',
         prompt_style='plain')
     # the ImageNet evaluator's default class names accept exactly this file
