@@ -6,11 +6,11 @@ names (``init_cfg=dict(type='Pretrained', checkpoint=...)``, mmseg's
 maker that writes that file the way the config family's README tells the
 user to: the real converter tool (``tools/model_converters/*``, run
 in-process) on a random-init source model of the kind the README names
-(:mod:`mmlocat.testing.sources`: timm, torchvision, open_clip, DINO), or a
+(:mod:`helpers.sources`: timm, torchvision, open_clip, DINO), or a
 training checkpoint of the recipe the README says to train. A config whose
 checkpoint has no entry fails ``test_config_checkpoints.py``: add one here.
 
-Everything is tiny (:func:`mmlocat.testing.sources.tiny_arch`: the width
+Everything is tiny (:func:`helpers.sources.tiny_arch`: the width
 shrinks, depth, patch and input sizes and joint widths stay the real
 ones), and :func:`prepare_model` shrinks a config the same way, so each
 config loads the made file with its own ``out_indices``, ``final_norm``,
@@ -32,10 +32,10 @@ from unittest import mock
 
 import numpy as np
 import torch
+from helpers import sources
 from mmengine.config import Config
 from mmengine.config.utils import _get_external_cfg_path
 
-from mmlocat.testing import sources
 from mmlocat.utils.pretrained import is_pretrained_cfg
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -169,7 +169,7 @@ def _shrink_widths(node, width: int) -> None:
 
 
 def shrink(cfg: Config) -> None:
-    """Shrink ``cfg.model`` in place the way :mod:`mmlocat.testing.sources`
+    """Shrink ``cfg.model`` in place the way :mod:`helpers.sources`
     shrinks the source models: each tower's ``arch`` at the tiny width
     (everything else of the tower as shipped), the channels downstream of it
     likewise, an open_clip text tower by its tiny config."""

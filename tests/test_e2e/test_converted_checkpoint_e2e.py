@@ -21,10 +21,10 @@ import sys
 
 import pytest
 import torch
+from helpers.sources import TINY_WIDTH, timm_vit_state_dict
 from seg_shrink import TINY_DIMS, write_tiny_config
 
 from mmlocat.testing import generate
-from mmlocat.testing.sources import TINY_WIDTH, timm_vit_state_dict
 
 SHIPPED = 'configs/locat/upernet_locat-b_ade20k.py'
 CHECKPOINT = 'checkpoints/locat-b_in1k.pth'  # the shipped init_cfg's

@@ -20,9 +20,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers.faults import plant
 from seg_shrink import write_tiny_config
 
-from mmlocat.testing.faults import plant
 from mmlocat.testing.seg_writers import ade20k_file
 
 CONFIG = 'configs/locat/upernet_vit-t_ade20k.py'

@@ -15,7 +15,7 @@ import os.path as osp
 import pprint
 from typing import Optional, Sequence
 
-from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
+from helpers.tiny_archs import tiny_open_clip_cfg
 
 SHIPPED = 'configs/last/clip_last-b16_8xb64_cc3m.py'
 EMBED = 16
