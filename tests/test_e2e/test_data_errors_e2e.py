@@ -1,7 +1,7 @@
 """Bad data files through the user's tools (issues 26 and 29).
 
 A generated ADE20K-format set with planted faults, the shipped UperNet
-ViT-T config shrunk by :mod:`seg_shrink` (2 iterations):
+ViT-T config shrunk by :mod:`helpers.shrink` (2 iterations):
 
 * a zero-byte training image: ``tools/train.py`` stops with one line
   naming the file, the dataset and the index;
@@ -21,7 +21,7 @@ import sys
 
 import pytest
 from helpers.faults import plant
-from seg_shrink import write_tiny_config
+from helpers.shrink import write_tiny_config
 
 from mmlocat.testing.seg_writers import ade20k_file
 
