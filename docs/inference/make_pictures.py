@@ -8,7 +8,6 @@ minute::
 
     python docs/inference/make_pictures.py [WORK_DIR]   (from the repo root)
 """
-import importlib.util
 import json
 import os
 import os.path as osp
@@ -23,6 +22,14 @@ from mmengine.registry import MODELS, init_default_scope
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 OUT = osp.join(ROOT, 'docs', 'inference')
 sys.path.insert(0, ROOT)
+# A maintainer's script of the checkout (not in the wheel): the pictures
+# show what the tests' tiny configs produce, so it derives the segmentation
+# and detection configs with the tests' one shrinker (tests/helpers/shrink.py)
+# instead of a copy of its rules.
+sys.path.insert(0, osp.join(ROOT, 'tests'))
+
+from helpers.shrink import write_tiny_config  # noqa: E402
+from helpers.shrink import write_tiny_ovd_config  # noqa: E402
 
 from mmlocat.apis import collect_images  # noqa: E402
 from mmlocat.testing import generate  # noqa: E402
@@ -49,13 +56,6 @@ TINY_CLIP = dict(
         image_size=32, layers=1, width=32, head_width=16, patch_size=16),
     text_cfg=dict(
         context_length=77, vocab_size=49408, width=32, heads=2, layers=1))
-
-
-def _module(rel, name):
-    spec = importlib.util.spec_from_file_location(name, osp.join(ROOT, rel))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _random_checkpoint(cfg, scope, path, meta=None):
@@ -123,9 +123,8 @@ def main(work):
         osp.join(work, 'ps', stem + '_patch_score.png'), 'vis_patch_score.png')
 
     # segmentation: UperNet + LocAtViT on a generated ADE20K image
-    shrink = _module('tests/test_e2e/seg_shrink.py', 'seg_shrink')
     ade = generate('ade20k', osp.join(work, 'ade'), 1, 1, (128, 192), seed=0)
-    seg_cfg = shrink.write_tiny_config(
+    seg_cfg = write_tiny_config(
         osp.join(ROOT, 'configs/locat/upernet_locat-b_ade20k.py'),
         osp.join(work, 'seg.py'), ade['data_root'])
     seg_ckpt = _random_checkpoint(seg_cfg, 'mmseg', osp.join(work, 'seg.pth'))
@@ -137,7 +136,7 @@ def main(work):
 
     # open-vocabulary detection with a vocabulary typed at run time
     import open_clip
-    ovd = _module('tests/test_e2e/test_ovd_e2e.py', 'ovd_e2e')
+
     from mmlocat.datasets.text_embeddings import names_from_annotations
     coco = generate('coco', osp.join(work, 'coco'), 1, 1, (160, 160), seed=2)
     val_ann = osp.join(coco['data_root'], coco['ov_val_ann_file'])
@@ -158,7 +157,7 @@ def main(work):
     _run('tools/misc/dump_text_embeddings.py', '--names', names_file,
          '--model-config', clip_cfg, '--pretrained', weights, '--background',
          emb)
-    det_cfg = ovd._write_config(
+    det_cfg = write_tiny_ovd_config(
         pathlib.Path(work) / 'fvit.py',
         osp.join(ROOT, 'configs/ovd/fvit_clip-b16_ov-coco.py'),
         coco['data_root'], emb, val_ann)

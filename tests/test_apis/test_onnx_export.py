@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers.shrink import write_tiny_config
 
 from mmlocat.apis.onnx_export import (build_export_model, lowpass_as_matmul,
                                       run_onnx)
@@ -117,11 +118,7 @@ def test_classifier_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
     'configs/last/upernet_last-b_ade20k.py'
 ])
 def test_upernet_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
-    shrink_spec = importlib.util.spec_from_file_location(
-        'seg_shrink', osp.join(repo_root, 'tests/test_e2e/seg_shrink.py'))
-    shrink = importlib.util.module_from_spec(shrink_spec)
-    shrink_spec.loader.exec_module(shrink)
-    cfg = shrink.write_tiny_config(
+    cfg = write_tiny_config(
         osp.join(repo_root, base), str(tmp_path / 'seg.py'), str(tmp_path))
     ckpt = _checkpoint(cfg, tmp_path)
     tool = _tool(repo_root)
@@ -172,11 +169,7 @@ def test_refuses_detectors_and_partial_checkpoints(tmp_path, repo_root,
 
 
 def _tiny_upernet(repo_root, tmp_path):
-    shrink_spec = importlib.util.spec_from_file_location(
-        'seg_shrink', osp.join(repo_root, 'tests/test_e2e/seg_shrink.py'))
-    shrink = importlib.util.module_from_spec(shrink_spec)
-    shrink_spec.loader.exec_module(shrink)
-    return shrink.write_tiny_config(
+    return write_tiny_config(
         osp.join(repo_root, 'configs/locat/upernet_locat-b_ade20k.py'),
         str(tmp_path / 'seg.py'), str(tmp_path))
 

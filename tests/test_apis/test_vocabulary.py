@@ -187,7 +187,8 @@ def test_resolve_text_model_compares_text_towers(tmp_path):
     repo's file and open_clip's file of one model are both accepted (their
     bytes differ), one changed text value or a file without a text tower
     is refused."""
-    from mmlocat.testing import sources
+    from helpers import sources
+
     from mmlocat.utils.provenance import text_sha256
     state = sources.open_clip_state_dict('EVA02-B-16', seed=3)
     bin_file, eva_file, changed = (

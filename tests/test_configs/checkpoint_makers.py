@@ -6,13 +6,14 @@ names (``init_cfg=dict(type='Pretrained', checkpoint=...)``, mmseg's
 maker that writes that file the way the config family's README tells the
 user to: the real converter tool (``tools/model_converters/*``, run
 in-process) on a random-init source model of the kind the README names
-(:mod:`mmlocat.testing.sources`: timm, torchvision, open_clip, DINO), or a
+(:mod:`helpers.sources`: timm, torchvision, open_clip, DINO), or a
 training checkpoint of the recipe the README says to train. A config whose
 checkpoint has no entry fails ``test_config_checkpoints.py``: add one here.
 
-Everything is tiny (:func:`mmlocat.testing.sources.tiny_arch`: the width
+Everything is tiny (:func:`helpers.sources.tiny_arch`: the width
 shrinks, depth, patch and input sizes and joint widths stay the real
-ones), and :func:`prepare_model` shrinks a config the same way, so each
+ones), and :func:`prepare_model` shrinks a config the same way
+(:func:`helpers.shrink.shrink_model`), so each
 config loads the made file with its own ``out_indices``, ``final_norm``,
 ``frozen_stages``, ``img_size`` and loading options.
 """
@@ -32,20 +33,15 @@ from unittest import mock
 
 import numpy as np
 import torch
+from helpers import sources
+from helpers.shrink import TOWER_KEYS, shrink_model
 from mmengine.config import Config
 from mmengine.config.utils import _get_external_cfg_path
 
-from mmlocat.testing import sources
 from mmlocat.utils.pretrained import is_pretrained_cfg
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 THIS_FILE = osp.relpath(osp.abspath(__file__), REPO)
-# The heads' inner widths (``channels`` of mmseg's decode heads and of the
-# probe head) in a shrunk config: they only feed the heads.
-TINY_HEAD_CHANNELS = 16
-# The towers a config names weights for: model.backbone (mmseg, mmdet,
-# mmpretrain) and model.image_encoder (mmlocat.CLIPContrastive).
-TOWER_KEYS = ('backbone', 'image_encoder')
 
 Maker = Callable[['Made', str], None]
 
@@ -134,184 +130,6 @@ def readme_test_commands() -> List[Tuple[str, str, str]]:
     return sorted(set(found))
 
 
-def _real_arch(tower: dict) -> dict:
-    from mmlocat.registry import MODELS
-    cls = MODELS.get(tower['type'])
-    if cls is None:
-        raise KeyError(f'{tower["type"]} is not registered')
-    arch = tower.get('arch', 'base')
-    if isinstance(arch, str):
-        return dict(cls.arch_zoo[arch.lower()])
-    return dict(arch)
-
-
-def _shrink_widths(node, width: int) -> None:
-    """Channels that carry the tower's width become the tiny width; the
-    heads' inner ``channels`` become :data:`TINY_HEAD_CHANNELS`."""
-    if isinstance(node, (list, tuple)):
-        for value in node:
-            _shrink_widths(value, width)
-        return
-    if not isinstance(node, dict):
-        return
-    for key, value in node.items():
-        if key in ('in_channels', 'out_channels'):
-            if value == width:
-                node[key] = sources.TINY_WIDTH
-            elif isinstance(value, (list, tuple)):
-                node[key] = [
-                    sources.TINY_WIDTH if v == width else v for v in value
-                ]
-        elif key == 'channels' and isinstance(value, int):
-            node[key] = TINY_HEAD_CHANNELS
-        else:
-            _shrink_widths(value, width)
-
-
-def shrink(cfg: Config) -> None:
-    """Shrink ``cfg.model`` in place the way :mod:`mmlocat.testing.sources`
-    shrinks the source models: each tower's ``arch`` at the tiny width
-    (everything else of the tower as shipped), the channels downstream of it
-    likewise, an open_clip text tower by its tiny config."""
-    model = cfg.model
-    for key in TOWER_KEYS:
-        tower = model.get(key)
-        if not isinstance(tower, dict):
-            continue
-        real = _real_arch(tower)
-        tower['arch'] = sources.tiny_arch(real)
-        rest = {k: v for k, v in model.items() if k not in TOWER_KEYS}
-        _shrink_widths(rest, real['embed_dims'])
-    text = model.get('text_encoder')
-    if isinstance(text, dict) and text.get('model_name'):
-        text['model_cfg'] = sources.tiny_open_clip_config(
-            text.pop('model_name'))
-
-
-LOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
-
-
-def _walk_datasets(node) -> None:
-    """Dataset wrappers included: tiny sets cannot have the real size."""
-    if isinstance(node, dict):
-        if 'expected_num_images' in node:
-            node['expected_num_images'] = None
-        for key in ('dataset', 'datasets'):
-            _walk_datasets(node.get(key))
-    elif isinstance(node, (list, tuple)):
-        for value in node:
-            _walk_datasets(value)
-
-
-# The crop of a shrunk segmentation recipe (tests/test_e2e/seg_shrink.py's).
-TINY_CROP = 64
-
-
-def _scaled(value, factor: float):
-    if isinstance(value, (list, tuple)):
-        return type(value)(max(1, round(v * factor)) for v in value)
-    return max(1, round(value * factor))
-
-
-def _shrink_crops(cfg: Config) -> None:
-    """A segmentation recipe's training crop becomes :data:`TINY_CROP`
-    (its ``data_preprocessor.size``, ``RandomCrop``), every ``Resize`` /
-    ``RandomResize`` scale and a slide test's window and stride shrink
-    alike."""
-    crop = cfg.get('crop_size')
-    if not crop:
-        return
-    factor = TINY_CROP / crop[0]
-    cfg['crop_size'] = (TINY_CROP, TINY_CROP)
-    model = cfg.model
-    if (model.get('data_preprocessor') or {}).get('size'):
-        model.data_preprocessor['size'] = (TINY_CROP, TINY_CROP)
-    test_cfg = model.get('test_cfg') or {}
-    if test_cfg.get('mode') == 'slide':
-        test_cfg['crop_size'] = _scaled(test_cfg['crop_size'], factor)
-        test_cfg['stride'] = _scaled(test_cfg['stride'], factor)
-    for step in _pipeline_steps(cfg):
-        if step['type'] in ('RandomResize', 'Resize') and 'scale' in step:
-            step['scale'] = _scaled(step['scale'], factor)
-        if step['type'] == 'RandomCrop':
-            step['crop_size'] = (TINY_CROP, TINY_CROP)
-
-
-def _pipeline_steps(cfg: Config) -> List[dict]:
-    """The transforms of every loader's dataset (through wrappers)."""
-    steps = []
-    for name in LOADERS:
-        dataset = (cfg.get(name) or {}).get('dataset') or {}
-        while isinstance(dataset, dict):
-            steps += dataset.get('pipeline') or []
-            dataset = dataset.get('dataset')
-    return steps
-
-
-# The padded input of a shrunk detection recipe (F-ViT's LSJ pads to 640 /
-# 896 / 1024; a tiny tower's 8x8 patches are enough).
-TINY_DET = 128
-
-
-def _shrink_det_inputs(cfg: Config) -> None:
-    """A detection recipe that pads batches to a fixed size
-    (``BatchFixedSizePad``) pads to :data:`TINY_DET`; its ``RandomCrop``
-    and every ``Resize`` / ``RandomResize`` scale shrink alike."""
-    preprocessor = cfg.model.get('data_preprocessor') or {}
-    pads = [
-        a for a in preprocessor.get('batch_augments') or []
-        if a.get('type') == 'BatchFixedSizePad'
-    ]
-    if not pads:
-        return
-    factor = TINY_DET / max(pads[0]['size'])
-    for pad in pads:
-        pad['size'] = _scaled(pad['size'], factor)
-    for step in _pipeline_steps(cfg):
-        if step['type'] in ('RandomResize', 'Resize') and 'scale' in step:
-            step['scale'] = _scaled(step['scale'], factor)
-        if step['type'] == 'RandomCrop':
-            step['crop_size'] = _scaled(step['crop_size'], factor)
-
-
-def shrink_run(cfg: Config, iters: int = 2) -> None:
-    """Shrink what a tool runs of ``cfg`` in place (:func:`shrink` does the
-    model): batches of at most 2 images read in the main process, ``iters``
-    training iterations (one epoch of an epoch-based recipe) with a
-    checkpoint and a validation at the end, a segmentation recipe's crop of
-    :data:`TINY_CROP` (:func:`_shrink_crops`), a detection recipe's input
-    of :data:`TINY_DET` (:func:`_shrink_det_inputs`), no dataset-size
-    check, and a
-    float32 optimizer wrapper where the recipe asks for AMP without an
-    accelerator (mmengine's AMP needs one)."""
-    import torch
-    _shrink_crops(cfg)
-    _shrink_det_inputs(cfg)
-    for name in LOADERS:
-        loader = cfg.get(name)
-        if not isinstance(loader, dict):
-            continue
-        loader['batch_size'] = min(loader.get('batch_size', 1), 2)
-        loader['num_workers'] = 0
-        loader['persistent_workers'] = False
-        _walk_datasets(loader.get('dataset'))
-    train_cfg = cfg.get('train_cfg')
-    if isinstance(train_cfg, dict) and cfg.get('train_dataloader'):
-        if 'max_iters' in train_cfg:
-            train_cfg.update(max_iters=iters, val_interval=iters)
-        elif 'max_epochs' in train_cfg:
-            train_cfg.update(max_epochs=1, val_interval=1)
-        checkpoint = cfg.get('default_hooks', {}).get('checkpoint')
-        if isinstance(checkpoint, dict) and 'max_iters' in train_cfg:
-            checkpoint['interval'] = iters
-    wrapper = cfg.get('optim_wrapper')
-    if (isinstance(wrapper, dict) and wrapper.get('type') == 'AmpOptimWrapper'
-            and not torch.cuda.is_available()):
-        wrapper['type'] = 'OptimWrapper'
-        for key in ('loss_scale', 'dtype'):
-            wrapper.pop(key, None)
-
-
 def _tower(model: dict) -> dict:
     return next(model[k] for k in TOWER_KEYS if isinstance(model.get(k), dict))
 
@@ -388,7 +206,7 @@ def prepare_model(cfg: Config, made: 'Made'):
     relative to ``made.root``, the working directory while this runs."""
     for _, path in checkpoint_refs(cfg):
         made.get(path)
-    shrink(cfg)
+    shrink_model(cfg)
     write_data_files(cfg, keep_existing=made.keep_data)
     return build_model(cfg)
 

@@ -7,6 +7,7 @@ import os.path as osp
 
 import pytest
 import torch
+from helpers.shrink import tiny_backbone, tiny_head
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
@@ -72,24 +73,11 @@ def test_expected_configs_exist():
 def tiny_model(cfg: Config) -> dict:
     """The model config with a 32-d, 4-block backbone and narrow heads."""
     model = copy.deepcopy(cfg.model)
-    backbone = model.backbone
-    backbone.arch = TINY
-    backbone.init_cfg = None
-    if backbone.get('frozen_stages', -1) >= 12:
-        backbone.frozen_stages = TINY['num_layers']
-    if isinstance(backbone.get('out_indices'), (list, tuple)):
-        backbone.out_indices = (0, 1, 2, 3)
+    model.backbone.update(
+        tiny_backbone(model.backbone, num_layers=TINY['num_layers']))
     for key in ('neck', 'decode_head', 'auxiliary_head'):
-        head = model.get(key)
-        if not head:
-            continue
-        if 'in_channels' in head:
-            head.in_channels = ([32] * len(head.in_channels) if isinstance(
-                head.in_channels, (list, tuple)) else 32)
-        if 'out_channels' in head:
-            head.out_channels = 32
-        if 'channels' in head:
-            head.channels = 16
+        if model.get(key):
+            model[key].update(tiny_head(model[key]))
     return model
 
 

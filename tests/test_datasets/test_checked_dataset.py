@@ -13,6 +13,7 @@ from itertools import islice
 import mmcv
 import numpy as np
 import pytest
+from helpers.faults import plant, set_label_value
 from mm_warnings import logged_warnings
 from mmengine.registry import init_default_scope
 from PIL import Image
@@ -22,7 +23,6 @@ from torch.utils.data import DataLoader
 import mmlocat  # noqa: F401
 from mmlocat.datasets import CheckedDataset, CheckSegMap, DataFileError
 from mmlocat.datasets.checked_dataset import checked_dataset_cfg
-from mmlocat.testing.faults import plant, set_label_value
 from mmlocat.testing.seg_writers import ade20k_file
 
 

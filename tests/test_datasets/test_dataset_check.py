@@ -8,6 +8,7 @@ import os.path as osp
 
 import pytest
 import webdataset as wds
+from helpers.faults import plant, set_exif_orientation, set_label_value
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from seg_data import ade_config
@@ -17,7 +18,6 @@ from mmlocat.datasets import WebDatasetCaptionDataset
 from mmlocat.datasets.dataset_check import (build_split_dataset,
                                             check_config_data, check_dataset)
 from mmlocat.testing import generate
-from mmlocat.testing.faults import plant, set_exif_orientation, set_label_value
 from mmlocat.testing.seg_writers import ade20k_file
 
 # the COCO Captions option of the LaSt-CLIP recipe (the default is CC3M)

@@ -10,13 +10,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from helpers.fvit import EMBED, build_detector, tiny_fvit_cfg, write_embeddings
 from mmengine.logging import MMLogger
 
 from mmlocat.datasets.vocabulary_record import (VOCABULARY_KEY,
                                                 check_vocabulary,
                                                 vocabulary_record)
-from mmlocat.testing.fvit import (EMBED, build_detector, tiny_fvit_cfg,
-                                  write_embeddings)
 from mmlocat.utils.converters.clipself_fvit import tensor_sha256
 from mmlocat.utils.provenance import file_sha256
 

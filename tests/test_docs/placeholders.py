@@ -50,7 +50,8 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import release_formats as rf
-from checkpoint_makers import MAKERS, Made, load_config, shrink, trained
+from checkpoint_makers import MAKERS, Made, load_config, trained
+from helpers.shrink import shrink_model
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 # Folders of the repository a user's working directory has.
@@ -178,7 +179,7 @@ def _clipself_detector(root: 'UserRoot', path: str) -> None:
     rows of CLIPSelf's COCO embedding file for the 65 classes."""
     import torch
     cfg = load_config(OV_COCO_CONFIG)
-    shrink(cfg)
+    shrink_model(cfg)
     names = list(cfg.all_classes)
     table = torch.load(
         root.fill('F-ViT/datasets/embeddings/'

@@ -11,7 +11,7 @@ executes its commands in a :class:`placeholders.UserRoot`:
   of :mod:`tiny_models`; exit status 0 is success.
 * Tools that read a config (:data:`SHRUNK_TOOLS`) get the shrink as
   ``--cfg-options`` appended to the README's arguments: the differences
-  that ``checkpoint_makers.shrink`` (tower widths) and ``shrink_run``
+  that ``helpers.shrink.shrink_model`` (tower widths) and ``shrink_run``
   (batches, iterations) make to the config (:func:`shrink_options`).
 * ``A && B``, ``cp SRC DST``, ``mkdir -p DIR`` and ``for X in ...; do
   ...; done`` as the shell runs them (the loop body once per value, ``$X``
@@ -41,8 +41,8 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 from unittest import mock
 
-from checkpoint_makers import (_cached_external_cfg_path, load_config, shrink,
-                               shrink_run)
+from checkpoint_makers import _cached_external_cfg_path, load_config
+from helpers.shrink import shrink_model, shrink_run
 from mmengine.config import DictAction
 from readme_blocks import Block, Command
 
@@ -124,7 +124,7 @@ def shrink_options(config: str) -> List[str]:
     """
     shipped = load_config(config)
     small = load_config(config)
-    shrink(small)
+    shrink_model(small)
     shrink_run(small)
     before, after = shipped.to_dict(), small.to_dict()
     options = []

@@ -1,7 +1,7 @@
 """Files in the formats the public models are released in, at random init.
 
 Each function writes what a user downloads, at the tiny size of the tests
-(:mod:`mmlocat.testing.sources`; the open_clip models as
+(:mod:`helpers.sources`; the open_clip models as
 :mod:`tiny_models` registers them):
 
 * :func:`openai_clip`: OpenAI's CLIP release (``ViT-B-16.pt``): a
@@ -38,8 +38,7 @@ from collections import OrderedDict
 from typing import Dict, Sequence
 
 import torch
-
-from mmlocat.testing import sources
+from helpers import sources
 
 # OpenAI's released CLIPs store logit_scale = log(100)
 OPENAI_LOGIT_SCALE = math.log(100.)

@@ -2,10 +2,10 @@
 
 A README command names an open_clip model (``--model ViT-B-16-quickgelu``,
 ``--model EVA02-B-16``) and a weights file. The weights files the README
-tests make are random-init models of :mod:`mmlocat.testing.sources`' tiny
+tests make are random-init models of :mod:`helpers.sources`' tiny
 width, so the same names must build those tiny models in open_clip:
 :func:`tiny_open_clip` registers, for every name of :data:`MODEL_NAMES`, the
-real config at the tiny width (:func:`mmlocat.testing.sources.
+real config at the tiny width (:func:`helpers.sources.
 tiny_open_clip_config`: image depth, patch and input size, joint width,
 activation, vocabulary as the real model) through open_clip's public
 ``add_model_config``, and puts open_clip's registry back afterwards. Two
@@ -27,7 +27,7 @@ import os
 import os.path as osp
 from typing import Dict, Iterator
 
-from mmlocat.testing import sources
+from helpers import sources
 
 __all__ = [
     'MODEL_NAMES', 'TEXT_LAYERS', 'CONTEXT_LENGTH', 'tiny_config',

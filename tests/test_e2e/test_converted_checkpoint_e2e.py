@@ -6,8 +6,8 @@ released LocAtViT: a timm ViT with GAug) with
 ``checkpoints/locat-b_in1k.pth``, then
 ``tools/train.py configs/locat/upernet_locat-b_ade20k.py``. The source is a
 random-init timm ``vit_base_patch16_224`` at the tiny width of
-:mod:`seg_shrink` (4 blocks, as the shrunk config), saved as safetensors;
-the config is the shipped one shrunk by :mod:`seg_shrink` with its shipped
+:mod:`helpers.shrink` (4 blocks, as the shrunk config), saved as safetensors;
+the config is the shipped one shrunk by :mod:`helpers.shrink` with its shipped
 ``init_cfg`` kept (``Pretrained``, ``checkpoint='checkpoints/
 locat-b_in1k.pth'``, ``prefix='backbone.'``, resolved in the working
 directory, as for the user). UperNet sets ``final_norm=False``: the
@@ -21,10 +21,10 @@ import sys
 
 import pytest
 import torch
-from seg_shrink import TINY_DIMS, write_tiny_config
+from helpers.shrink import TINY_DIMS, write_tiny_config
+from helpers.sources import TINY_WIDTH, timm_vit_state_dict
 
 from mmlocat.testing import generate
-from mmlocat.testing.sources import TINY_WIDTH, timm_vit_state_dict
 
 SHIPPED = 'configs/locat/upernet_locat-b_ade20k.py'
 CHECKPOINT = 'checkpoints/locat-b_in1k.pth'  # the shipped init_cfg's

@@ -1,7 +1,7 @@
 """Bad data files through the user's tools (issues 26 and 29).
 
 A generated ADE20K-format set with planted faults, the shipped UperNet
-ViT-T config shrunk by :mod:`seg_shrink` (2 iterations):
+ViT-T config shrunk by :mod:`helpers.shrink` (2 iterations):
 
 * a zero-byte training image: ``tools/train.py`` stops with one line
   naming the file, the dataset and the index;
@@ -20,9 +20,9 @@ import subprocess
 import sys
 
 import pytest
-from seg_shrink import write_tiny_config
+from helpers.faults import plant
+from helpers.shrink import write_tiny_config
 
-from mmlocat.testing.faults import plant
 from mmlocat.testing.seg_writers import ade20k_file
 
 CONFIG = 'configs/locat/upernet_vit-t_ade20k.py'

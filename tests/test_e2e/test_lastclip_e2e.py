@@ -424,11 +424,11 @@ def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
     """Each converted tower loads bit-equal into the shipped F-ViT config
     of its kind and detects; its embeddings come from the text tower it was
     trained with, and the other tower's are refused."""
+    from helpers.fvit import det_batch
     from mmdet.registry import MODELS as MMDET_MODELS
     from mmengine.registry import init_default_scope
 
     from mmlocat.datasets import OV_COCO_CLASSES
-    from mmlocat.testing.fvit import det_batch
     init_default_scope('mmdet')
     emb = dict(
         last=_dump(load_tool, monkeypatch, clip,

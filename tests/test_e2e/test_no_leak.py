@@ -1,7 +1,7 @@
 """No memory growth on long runs (item 7 of issue 15).
 
 The demo's UperNet + LocAtViT config (``configs/demo/``), shrunk by
-:mod:`seg_shrink` (32-d 4-block backbone) and run on 32 px crops of its
+:mod:`helpers.shrink` (32-d 4-block backbone) and run on 32 px crops of its
 own augmentation pipeline, trains 500 iterations on CPU with 2 persistent
 dataloader workers. The main
 process's resident memory after iteration 100 and after iteration 500 must
@@ -10,7 +10,7 @@ differ by less than 5 %. Runs in CI (about a minute on 2 cores).
 import os.path as osp
 
 import pytest
-from seg_shrink import write_tiny_config
+from helpers.shrink import write_tiny_config
 from tiny_cls import probe_env, run_train
 
 from mmlocat.testing import generate

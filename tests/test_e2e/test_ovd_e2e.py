@@ -15,78 +15,12 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.fvit import EMBED, write_embeddings
+from helpers.shrink import write_tiny_ovd_config
 
-from mmlocat.datasets.text_embeddings import (names_from_annotations,
-                                              save_text_embeddings)
+from mmlocat.datasets.text_embeddings import names_from_annotations
 from mmlocat.testing import generate
 from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
-
-EMBED = 16
-TINY_MODEL = """
-model = dict(
-    data_preprocessor=dict(
-        batch_augments=[dict(type='BatchFixedSizePad', size=(64, 64))]),
-    backbone=dict(
-        arch=dict(_delete_=True, embed_dims=32, num_layers=4, num_heads=2,
-                  feedforward_channels=64, output_dims={embed}),
-        img_size=64, out_indices=(0, 1, 2, 3), init_cfg=None),
-    neck=[
-        dict(type='mmlocat.PatchScoreNeck', in_channels=32,
-             scales=(4, 2, 1, 0.5), modulate=False, global_pool='gap',
-             norm_cfg=dict(type='BN')),
-        dict(type='FPN', in_channels=[32] * 4, out_channels=16, num_outs=5,
-             norm_cfg=dict(type='BN')),
-    ],
-    rpn_head=dict(in_channels=16, feat_channels=16),
-    roi_head=dict(
-        bbox_roi_extractor=dict(out_channels=16),
-        bbox_head=dict(in_channels=16, conv_out_channels=16,
-                       fc_out_channels={embed}, norm_cfg=dict(type='BN'),
-                       text_embeddings={emb!r}{head_extra}),
-        vlm_roi_extractor=dict(out_channels={embed}){roi_extra}),
-    train_cfg=dict(
-        rpn_proposal=dict(nms_pre=200, max_per_img=100),
-        rcnn=dict(sampler=dict(num=64))),
-    test_cfg=dict(rpn=dict(nms_pre=200, max_per_img=50),
-                  rcnn=dict(score_thr=0.0, max_per_img=20)))
-"""
-TINY_RUN = """
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations', with_bbox=True, with_mask={mask}),
-    dict(type='RandomResize', scale=(64, 64), ratio_range=(0.8, 1.2),
-         keep_ratio=True),
-    dict(type='RandomCrop', crop_type='absolute_range', crop_size=(64, 64),
-         recompute_bbox=True, allow_negative_crop=True),
-    dict(type='FilterAnnotations', min_gt_bbox_wh=(1e-2, 1e-2)),
-    dict(type='RandomFlip', prob=0.5),
-    dict(type='PackDetInputs')
-]
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='Resize', scale=(64, 64), keep_ratio=True),
-    dict(type='LoadAnnotations', with_bbox=True, with_mask={mask}),
-    dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape',
-                                          'img_shape', 'scale_factor'))
-]
-train_dataloader = dict(
-    batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(data_root={root!r}, pipeline=train_pipeline{train_meta}))
-val_dataloader = dict(
-    batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(data_root={root!r}, pipeline=test_pipeline{val_meta}))
-test_dataloader = val_dataloader
-val_evaluator = dict(ann_file={val_ann!r})
-test_evaluator = val_evaluator
-train_cfg = dict(max_epochs=2, val_interval=100)
-param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=False)]
-optim_wrapper = dict(
-    _delete_=True, type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.1),
-    clip_grad=dict(max_norm=1.0))
-default_hooks = dict(logger=dict(interval=1),
-                     checkpoint=dict(interval=2, max_keep_ckpts=1))
-"""
 
 
 def _run(args, env, cwd, expect_ok=True):
@@ -101,33 +35,6 @@ def _run(args, env, cwd, expect_ok=True):
     if expect_ok:
         assert proc.returncode == 0, out[-4000:]
     return proc.returncode, out
-
-
-def _write_config(path,
-                  base,
-                  root,
-                  emb,
-                  val_ann,
-                  mask=False,
-                  head_extra='',
-                  roi_extra='',
-                  train_meta='',
-                  val_meta=''):
-    path.write_text(f'_base_ = [{base!r}]\n' + TINY_MODEL.format(
-        embed=EMBED, emb=emb, head_extra=head_extra, roi_extra=roi_extra) +
-                    TINY_RUN.format(
-                        root=root,
-                        mask=mask,
-                        val_ann=val_ann,
-                        train_meta=train_meta,
-                        val_meta=val_meta))
-    return str(path)
-
-
-def _random_embeddings(path, names, seed=0):
-    rows = list(names) + ['background']
-    emb = np.random.RandomState(seed).randn(len(rows), EMBED)
-    return save_text_embeddings(str(path), emb.astype(np.float32), rows)
 
 
 def _train_and_test(cfg, work, env, repo_root, extra_test=()):
@@ -156,10 +63,11 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
     paths, names = coco
     root = paths['data_root']
     assert len(names) == 65
-    emb = _random_embeddings(tmp_path / 'coco_emb.npy', names)
+    emb = write_embeddings(tmp_path / 'coco_emb.npy', names)
     base = osp.join(repo_root, 'configs/ovd/fvit_clip-b16_ov-coco.py')
     val_ann = osp.join(root, paths['ov_val_ann_file'])
-    cfg = _write_config(tmp_path / 'tiny_coco.py', base, root, emb, val_ann)
+    cfg = write_tiny_ovd_config(tmp_path / 'tiny_coco.py', base, root, emb,
+                                val_ann)
     work = str(tmp_path / 'work')
     fused_pkl = str(tmp_path / 'fused.pkl')
     ckpt, out = _train_and_test(cfg, work, subprocess_env, repo_root,
@@ -194,8 +102,9 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
     # An embedding file with two classes swapped is refused.
     swapped = list(names)
     swapped[4], swapped[5] = swapped[5], swapped[4]
-    bad = _random_embeddings(tmp_path / 'swapped.npy', swapped)
-    bad_cfg = _write_config(tmp_path / 'bad_coco.py', base, root, bad, val_ann)
+    bad = write_embeddings(tmp_path / 'swapped.npy', swapped)
+    bad_cfg = write_tiny_ovd_config(tmp_path / 'bad_coco.py', base, root, bad,
+                                    val_ann)
     code, out = _run(['tools/test.py', bad_cfg, ckpt],
                      subprocess_env,
                      repo_root,
@@ -228,7 +137,7 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
     assert record[role]['sha256'] == file_sha256(emb)
     assert record[role]['names'] == list(names) + ['background']
     trained_sha = file_sha256(emb)
-    _random_embeddings(tmp_path / 'coco_emb.npy', names, seed=7)
+    write_embeddings(tmp_path / 'coco_emb.npy', names, seed=7)
     image = sorted(glob.glob(osp.join(root, 'val2017', '*.jpg')))[0]
     runs = dict(
         test=['tools/test.py', cfg, ckpt, '--work-dir', work],
@@ -256,11 +165,11 @@ def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
     with open(osp.join(root, paths['val_ann_file'])) as f:
         names, base_names = names_from_annotations(json.load(f))
     assert 0 < len(base_names) < len(names) == 12
-    emb = _random_embeddings(tmp_path / 'lvis_emb.npy', names, seed=1)
+    emb = write_embeddings(tmp_path / 'lvis_emb.npy', names, seed=1)
     base_file = tmp_path / 'lvis_emb.base.json'
     base_file.write_text(json.dumps(base_names))
     meta = f', metainfo=dict(classes={tuple(names)!r})'
-    cfg = _write_config(
+    cfg = write_tiny_ovd_config(
         tmp_path / 'tiny_lvis.py',
         osp.join(repo_root, 'configs/ovd/fvit_clip-b16_ov-lvis.py'),
         root,
@@ -293,10 +202,11 @@ def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
     from _clipself_reference import FViTReference, mmcv_checkpoint, randomise_
     paths, names = coco
     root = paths['data_root']
-    emb = _random_embeddings(tmp_path / 'coco_emb.npy', names)
+    emb = write_embeddings(tmp_path / 'coco_emb.npy', names)
     base = osp.join(repo_root, 'configs/ovd/fvit_eva02-clip-b16_ov-coco.py')
     val_ann = osp.join(root, paths['ov_val_ann_file'])
-    cfg = _write_config(tmp_path / 'tiny_eva.py', base, root, emb, val_ann)
+    cfg = write_tiny_ovd_config(tmp_path / 'tiny_eva.py', base, root, emb,
+                                val_ann)
     rows = np.load(emb)
     ref = FViTReference(
         dict(
@@ -342,7 +252,7 @@ def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
     # the converted checkpoint records the embedding file it was checked
     # against: the file regenerated with other values is refused
     trained_sha = file_sha256(emb)
-    _random_embeddings(tmp_path / 'coco_emb.npy', names, seed=9)
+    write_embeddings(tmp_path / 'coco_emb.npy', names, seed=9)
     code, out = _run(['tools/test.py', cfg, dst],
                      subprocess_env,
                      repo_root,

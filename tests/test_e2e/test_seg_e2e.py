@@ -5,7 +5,7 @@ ViT probe, UperNet LaSt-ViT, its plain-ViT twin) trains for two iterations
 with ``tools/train.py`` on generated ADE20K / COCO-Stuff / PASCAL Context
 data and validates (mIoU) at the end; each dataset is used at least once.
 The shipped configs are shrunk only through derived configs written by
-:mod:`seg_shrink`. The UperNet LocAtViT run is then reused to resume from
+:mod:`helpers.shrink`. The UperNet LocAtViT run is then reused to resume from
 its checkpoint, to test with ``tools/test.py`` in sliding-window mode
 (``--out``, ``--show-dir``), and a fresh copy trains with two processes
 through ``tools/dist_train.sh``. Independent subprocesses run two at a
@@ -24,7 +24,7 @@ from typing import Dict, List, NamedTuple, Optional
 
 import pytest
 import torch
-from seg_shrink import write_tiny_config
+from helpers.shrink import write_tiny_config
 
 from mmlocat.testing import generate
 

@@ -3,7 +3,6 @@ drill): data root, config, work dir, checkpoint, output folders and image
 file names with spaces, accents and CJK characters, through
 ``tools/train.py``, ``tools/test.py``, ``tools/infer.py`` and a model
 converter (``locat2mmlocat.py``), each a subprocess as a user runs it."""
-import importlib.util
 import json
 import os
 import os.path as osp
@@ -14,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from helpers.shrink import write_tiny_config
 
 from mmlocat.testing import generate
 
@@ -33,14 +33,10 @@ def _run(args, repo_root, env):
 @pytest.mark.timeout(900)
 def test_tools_with_non_ascii_and_space_paths(tmp_path, repo_root,
                                               subprocess_env):
-    spec = importlib.util.spec_from_file_location(
-        'seg_shrink', osp.join(repo_root, 'tests/test_e2e/seg_shrink.py'))
-    shrink = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(shrink)
     base = tmp_path / 'dössier ü'
     paths = generate('ade20k', str(base / 'データ dir'), 2, 2, (64, 96))
     root = paths['data_root']
-    cfg = shrink.write_tiny_config(
+    cfg = write_tiny_config(
         osp.join(repo_root, 'configs/locat/upernet_locat-b_ade20k.py'),
         str(base / 'cónfig ç.py'), root)
     work = base / 'wörk dir'

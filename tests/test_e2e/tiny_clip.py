@@ -12,10 +12,10 @@ tower.
 """
 import json
 import os.path as osp
-import pprint
-from typing import Optional, Sequence
+from typing import Optional
 
-from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
+from helpers.shrink import write_derived
+from helpers.tiny_archs import tiny_open_clip_cfg
 
 SHIPPED = 'configs/last/clip_last-b16_8xb64_cc3m.py'
 EMBED = 16
@@ -153,23 +153,10 @@ def write_tiny_clip_config(path: str,
         ]
     overrides.update(extra or {})
     imports = ['mmlocat'] + (['train_probe'] if probe else [])
-    return _write_derived(path, osp.join(repo_root, SHIPPED), overrides, [
+    return write_derived(path, osp.join(repo_root, SHIPPED), overrides, [
         f'custom_imports = dict(imports={imports!r}, '
         'allow_failed_imports=False)'
     ])
-
-
-def _write_derived(path: str,
-                   base: str,
-                   overrides: dict,
-                   lines: Sequence[str] = ()) -> str:
-    """``_base_ = base``, then ``lines``, then one line per override."""
-    lines = [f'_base_ = {base!r}', *lines]
-    for key, value in overrides.items():
-        lines.append(f'{key} = {pprint.pformat(value, width=72)}')
-    with open(path, 'w', encoding='utf-8') as f:
-        f.write('\n'.join(lines) + '\n')
-    return path
 
 
 ZERO_SHOT = 'configs/last/zeroshot_{}-clip-b16_voc20.py'
@@ -215,5 +202,5 @@ def write_tiny_zero_shot_config(path: str,
                     dict(type='LoadAnnotations'),
                     dict(type='PackSegInputs')
                 ])))
-    return _write_derived(path, osp.join(repo_root, ZERO_SHOT.format(pooling)),
-                          overrides)
+    return write_derived(path, osp.join(repo_root, ZERO_SHOT.format(pooling)),
+                         overrides)

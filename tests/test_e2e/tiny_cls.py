@@ -12,13 +12,14 @@ sets the probe's variables; :func:`run_train` runs ``tools/train.py``;
 import contextlib
 import os
 import os.path as osp
-import pprint
 import signal
 import socket
 import subprocess
 import sys
 import time
 from typing import Iterator, Optional, Sequence
+
+from helpers.shrink import write_derived
 
 from mmlocat.testing import generate
 
@@ -119,16 +120,10 @@ def write_tiny_cls_config(path: str,
         custom_hooks=[dict(type='TrainProbeHook')],
         randomness=dict(seed=0),
     )
-    lines = [
-        f'_base_ = {osp.join(repo_root, SHIPPED)!r}',
+    return write_derived(path, osp.join(repo_root, SHIPPED), overrides, [
         "custom_imports = dict(imports=['mmlocat', 'train_probe'], "
         'allow_failed_imports=False)'
-    ]
-    for key, value in overrides.items():
-        lines.append(f'{key} = {pprint.pformat(value, width=72)}')
-    with open(path, 'w', encoding='utf-8') as f:
-        f.write('\n'.join(lines) + '\n')
-    return path
+    ])
 
 
 def probe_env(base: dict, **probe) -> dict:

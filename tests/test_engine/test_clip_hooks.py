@@ -11,12 +11,12 @@ import math
 import open_clip
 import pytest
 import torch
+from helpers.tiny_archs import tiny_open_clip_cfg, tiny_vit
 from mmengine.logging import MMLogger
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401
 from mmlocat.testing import generate
-from mmlocat.testing.tiny_archs import tiny_open_clip_cfg, tiny_vit
 from mmlocat.utils.provenance import file_sha256, text_sha256
 
 EMBED = 16

@@ -4,10 +4,10 @@ import os.path as osp
 import sys
 
 import pytest
+from helpers.tiny_archs import tiny_vit
 
 import mmlocat  # noqa: F401
 from mmlocat.registry import MODELS
-from mmlocat.testing.tiny_archs import tiny_vit
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers.faults import plant
 
 from mmlocat.testing import generate
-from mmlocat.testing.faults import plant
 from mmlocat.testing.seg_writers import ade20k_file
 
 TOOL = 'tools/misc/check_dataset.py'

@@ -15,13 +15,13 @@ import numpy as np
 import open_clip
 import pytest
 import torch
+from helpers.tiny_archs import tiny_open_clip_cfg
 
 from mmlocat.datasets.imagenet_class_names import (
     build_listed_class_embeddings, imagenet_class_names)
 from mmlocat.datasets.text_embeddings import (TEMPLATE_SETS,
                                               load_text_embeddings,
                                               plain_prompts)
-from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
 from mmlocat.utils.provenance import file_sha256, text_sha256
 
 MODEL_CFG = tiny_open_clip_cfg(

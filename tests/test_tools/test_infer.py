@@ -17,6 +17,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from helpers.fvit import write_embeddings
+from helpers.shrink import write_tiny_config, write_tiny_ovd_config
 
 from mmlocat.testing import generate
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
@@ -181,11 +183,10 @@ def test_classification_png_json_equal_test_py(cls_model, tmp_path, repo_root,
 def seg_model(repo_root, tmp_path_factory):
     """A tiny random-init UperNet + LocAtViT (150 ADE20K classes) derived
     from the shipped config, and its generated validation images."""
-    shrink = _tool(repo_root, 'tests/test_e2e/seg_shrink.py', 'seg_shrink')
     tmp = tmp_path_factory.mktemp('seg')
     paths = generate('ade20k', str(tmp / 'ade'), 1, 2, (64, 96), seed=0)
     root = paths['data_root']
-    cfg = shrink.write_tiny_config(
+    cfg = write_tiny_config(
         osp.join(repo_root, 'configs/locat/upernet_locat-b_ade20k.py'),
         str(tmp / 'seg.py'), root)
     ckpt = str(tmp / 'seg.pth')
@@ -224,12 +225,7 @@ def test_segmentation_png_json_equal_test_py(seg_model, tmp_path, repo_root,
 
 
 @pytest.fixture(scope='module')
-def ovd(repo_root):
-    return _tool(repo_root, 'tests/test_e2e/test_ovd_e2e.py', 'ovd_e2e')
-
-
-@pytest.fixture(scope='module')
-def coco_fvit(ovd, repo_root, tmp_path_factory):
+def coco_fvit(repo_root, tmp_path_factory):
     """A tiny random-init OV-COCO F-ViT config and checkpoint."""
     from mmlocat.datasets.text_embeddings import names_from_annotations
     tmp = tmp_path_factory.mktemp('fvit')
@@ -238,8 +234,8 @@ def coco_fvit(ovd, repo_root, tmp_path_factory):
     val_ann = osp.join(root, paths['ov_val_ann_file'])
     with open(val_ann) as f:
         names, _ = names_from_annotations(json.load(f))
-    emb = ovd._random_embeddings(tmp / 'coco_emb.npy', names)
-    cfg = ovd._write_config(
+    emb = write_embeddings(tmp / 'coco_emb.npy', names)
+    cfg = write_tiny_ovd_config(
         tmp / 'fvit.py',
         osp.join(repo_root, 'configs/ovd/fvit_clip-b16_ov-coco.py'), root, emb,
         val_ann)

@@ -7,6 +7,7 @@ import sys
 import cv2
 import numpy as np
 import pytest
+from helpers.shrink import write_tiny_config
 
 CONFIG = """
 _base_ = [{base!r}]
@@ -94,11 +95,7 @@ def test_any_config_backbone_checkpoint(tool, tmp_path, repo_root, monkeypatch,
 
     from mmlocat.apis.analysis import build_analysis_model
     from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
-    shrink_spec = importlib.util.spec_from_file_location(
-        'seg_shrink', osp.join(repo_root, 'tests/test_e2e/seg_shrink.py'))
-    shrink = importlib.util.module_from_spec(shrink_spec)
-    shrink_spec.loader.exec_module(shrink)
-    cfg = shrink.write_tiny_config(
+    cfg = write_tiny_config(
         osp.join(repo_root, 'configs/last/upernet_last-b_ade20k.py'),
         str(tmp_path / 'seg.py'), str(tmp_path))
     init_default_scope('mmseg')

@@ -18,6 +18,8 @@ import pytest
 import torch
 from _clipself_reference import (FViTReference, mmcv_checkpoint, randomise_,
                                  rope_tables)
+from helpers.fvit import (CHANNELS, EMBED, NORM, TINY, TINY_ARCH, TINY_MASK,
+                          build_detector, shipped_config_path)
 from mmdet.registry import MODELS
 from mmdet.structures import DetDataSample
 from mmengine.config import Config
@@ -25,9 +27,6 @@ from mmengine.registry import DefaultScope
 
 from mmlocat.datasets.text_embeddings import (load_text_embeddings,
                                               save_text_embeddings)
-from mmlocat.testing.fvit import (CHANNELS, EMBED, NORM, TINY, TINY_ARCH,
-                                  TINY_MASK, build_detector,
-                                  shipped_config_path)
 from mmlocat.utils.checkpoint_io import (load_state_dict_reported,
                                          read_checkpoint)
 from mmlocat.utils.converters import (clipself_fvit_weights,
@@ -47,7 +46,7 @@ EVA02_B16 = dict(
     dim=768, depth=12, heads=12, hidden=2048, out_dim=512, patch=16, img=224)
 EVA02_L14_336 = dict(
     dim=1024, depth=24, heads=16, hidden=2730, out_dim=768, patch=14, img=336)
-# The tiny tower of mmlocat.testing.fvit, in F-ViT's terms.
+# The tiny tower of helpers.fvit, in F-ViT's terms.
 REF_ARCH = dict(
     dim=TINY_ARCH['embed_dims'],
     depth=TINY_ARCH['num_layers'],
@@ -64,7 +63,7 @@ def shipped(config):
 
 def tiny_model_cfg(config, emb_file, **changes):
     """The shipped config's model with the tiny sizes of
-    ``mmlocat.testing.fvit`` (BN for SyncBN, no pre-trained tower)."""
+    ``helpers.fvit`` (BN for SyncBN, no pre-trained tower)."""
     cfg = shipped(config)
     overrides = dict(TINY)
     if 'mask_head' in cfg.model.roi_head:

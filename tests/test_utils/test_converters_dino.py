@@ -10,12 +10,12 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from helpers.references import spec_lazy_strike
 from timm.models.vision_transformer import VisionTransformer as TimmViT
 from torch import nn
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import LaStViT
-from mmlocat.testing.references import spec_lazy_strike
 from mmlocat.utils.checkpoint_io import (load_state_dict_reported,
                                          read_checkpoint)
 from mmlocat.utils.converters import convert_dino, dino_backbone_weights

@@ -7,8 +7,8 @@ from collections import OrderedDict
 import open_clip
 import pytest
 import torch
+from helpers import sources
 
-from mmlocat.testing import sources
 from mmlocat.utils.provenance import (check_same_clip, text_provenance,
                                       text_sha256, text_tower_tensors)
 

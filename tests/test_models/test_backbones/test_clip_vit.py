@@ -7,11 +7,11 @@ from collections import OrderedDict
 
 import pytest
 import torch
+from helpers.references import spec_lazy_strike
 from torch import nn
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import CLIPViT
-from mmlocat.testing.references import spec_lazy_strike
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
 from mmlocat.utils.converters import convert_clip
 

@@ -271,8 +271,8 @@ def test_build_from_host_registries(scope):
 def test_fvit_detector_with_eva02_backbone(tmp_path):
     """F-ViT trains (frozen tower, no grads) and fuses the dense CLIP map
     with an EVA02-CLIP backbone, unchanged."""
-    from mmlocat.testing.fvit import (EMBED, build_detector, det_batch,
-                                      tiny_fvit_cfg, write_embeddings)
+    from helpers.fvit import (EMBED, build_detector, det_batch, tiny_fvit_cfg,
+                              write_embeddings)
     names = ['cat', 'dog', 'car']
     cfg = tiny_fvit_cfg(
         write_embeddings(tmp_path / 'emb.npy', names),

@@ -7,13 +7,13 @@ The reference is torchvision's ``roi_align``, which follows the strides.
 """
 import pytest
 import torch
+from helpers.tiny_archs import tiny_vit
 from mmdet.models.necks import FPN
 from mmdet.models.roi_heads.roi_extractors import SingleRoIExtractor
 from mmdet.utils import register_all_modules
 from torchvision.ops import roi_align
 
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
-from mmlocat.testing.tiny_archs import tiny_vit
 
 BACKBONES = {
     'LocAtViT':

@@ -10,12 +10,12 @@ import math
 import pytest
 import timm.layers
 import torch
+from helpers.tiny_archs import tiny_vit
 from mmengine.runner import load_checkpoint, save_checkpoint
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import LayerScale
 
 from mmlocat.models import LaStViT, LocAtViT
-from mmlocat.testing.tiny_archs import tiny_vit
 
 ARCH = tiny_vit(num_layers=3, num_heads=4)
 BACKBONES = [LocAtViT, LaStViT]

@@ -5,12 +5,12 @@ import sys
 
 import pytest
 import torch
+from helpers.references import spec_lazy_strike
 from torchvision.models.vision_transformer import \
     VisionTransformer as TorchvisionViT
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import LaStViT, lazy_strike_pool
-from mmlocat.testing.references import spec_lazy_strike
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
 
 TINY = dict(embed_dims=24, num_layers=2, num_heads=3, feedforward_channels=48)

@@ -1,6 +1,7 @@
 """LocAtViT's block: the host's layer classes plus GAug, one gaug_cfg."""
 import pytest
 import torch
+from helpers.tiny_archs import TINY_VIT
 from mmpretrain.models.backbones.vision_transformer import \
     TransformerEncoderLayer
 from mmpretrain.models.utils import MultiheadAttention
@@ -10,7 +11,6 @@ from mmlocat.models.backbones.locat_layers import (GAUG_CFG_DEFAULTS,
                                                    GAugAttention,
                                                    LocAtEncoderLayer,
                                                    build_gaug_cfg)
-from mmlocat.testing.tiny_archs import TINY_VIT
 
 ARCH = TINY_VIT
 

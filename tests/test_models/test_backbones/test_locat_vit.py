@@ -9,12 +9,12 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.tiny_archs import TINY_VIT
 from torch import nn
 
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import LaStViT, LocAtViT
 from mmlocat.models.layers import GaussianAugment
-from mmlocat.testing.tiny_archs import TINY_VIT
 
 TINY = TINY_VIT
 

@@ -11,10 +11,10 @@ path cannot run here (no GPU; no CPU backward, an error by design).
 """
 import pytest
 import torch
+from helpers.tiny_archs import TINY_VIT
 
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import LocAtViT
-from mmlocat.testing.tiny_archs import TINY_VIT
 
 TOL = dict(atol=2e-5, rtol=1e-5)
 SIZES = [(16, 16), (16, 1024), (1024, 16)]

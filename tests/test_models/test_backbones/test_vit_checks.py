@@ -8,11 +8,11 @@ arch, plain ViT into LocAtViT, position-embedding resize), ``out_indices``
 import pytest
 import torch
 import torchvision
+from helpers.host_sync import HostSyncCounter as SyncCounter
+from helpers.tiny_archs import tiny_vit
 
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
-from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
-from mmlocat.testing.tiny_archs import tiny_vit
 from mmlocat.utils.pretrained import drop_expected_unused, load_pretrained
 
 ARCH = tiny_vit(num_layers=3)

@@ -13,10 +13,10 @@ import copy
 
 import pytest
 import torch
+from helpers.tiny_archs import tiny_vit
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.registry import MODELS
-from mmlocat.testing.tiny_archs import tiny_vit
 
 ARCH = tiny_vit(num_layers=3)
 BACKBONES = {

@@ -13,11 +13,11 @@ import math
 import open_clip
 import pytest
 import torch
+from helpers.tiny_archs import tiny_open_clip_cfg
 from mmpretrain.structures import DataSample
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import CLIPContrastive, OpenCLIPTextTower
-from mmlocat.testing.tiny_archs import tiny_open_clip_cfg
 
 EMBED = 16
 MODEL_CFG = tiny_open_clip_cfg(embed_dim=EMBED, context_length=12)

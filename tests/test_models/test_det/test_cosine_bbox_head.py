@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.fvit import EMBED, write_embeddings
 from mmengine.config import ConfigDict
 
 from mmlocat.models.det import CosineSimBBoxHead
-from mmlocat.testing.fvit import EMBED, write_embeddings
 
 NAMES = ['cat', 'dog', 'car', 'bus']
 BASE = ['cat', 'car']

@@ -6,11 +6,11 @@ of a value -- ``item``, ``bool``, ``tolist``, ``numpy`` -- raises), and in
 inference one check with an error that says where the value came from."""
 import pytest
 import torch
+from helpers.host_sync import HostSyncCounter as SyncCounter
 
 from mmlocat.models.backbones import LocAtViT
 from mmlocat.models.layers import lazy_strike_pool, patch_score
 from mmlocat.models.layers.finite import finite_checks_on, refuse_nonfinite
-from mmlocat.testing.host_sync import HostSyncCounter as SyncCounter
 
 
 def lazy_and_score(tokens, **kwargs):

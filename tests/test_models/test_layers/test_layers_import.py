@@ -4,8 +4,7 @@ import subprocess
 import sys
 import textwrap
 
-from mmlocat.testing.import_graph import (find_cycle, import_graph,
-                                          module_imports)
+from helpers.import_graph import find_cycle, import_graph, module_imports
 
 BLOCKED = ('mmcv', 'mmpretrain', 'mmseg', 'mmdet')
 

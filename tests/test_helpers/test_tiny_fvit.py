@@ -1,8 +1,7 @@
 import os.path as osp
 
 import pytest
-
-from mmlocat.testing import fvit
+from helpers import fvit
 
 
 def test_tiny_cfg_is_the_shipped_model_at_tiny_size(tmp_path, repo_root):
@@ -19,5 +18,5 @@ def test_missing_configs_folder_is_a_clear_error(tmp_path):
     assert osp.isfile(fvit.shipped_config_path(fvit.SHIPPED_MODEL))
     with pytest.raises(
             FileNotFoundError,
-            match=r'shipped config .*fvit_clip-b16\.py.*wheel'):
+            match=r'shipped config .*fvit_clip-b16\.py.*checkout'):
         fvit.shipped_config_path(fvit.SHIPPED_MODEL, repo=str(tmp_path))

@@ -8,8 +8,9 @@ The config is derived from the shipped configs, not retyped: the model is
 ``configs/ovd/fvit_clip-b16_ov-lvis.py`` for ``with_mask``), and only the
 tiny bits below change: widths, the input size, proposal / sample counts and
 test thresholds for an untrained model, BN instead of SyncBN (one CPU
-process) and no pre-trained weights. The configs are read from the source
-tree (``<repo>/configs``), which an installed wheel does not ship.
+process) and no pre-trained weights. The configs are read from the checkout
+the tests run in (``<repo>/configs``); this is why the builder lives under
+``tests/`` and not in the installed package.
 """
 import copy
 import functools
@@ -27,7 +28,7 @@ __all__ = [
     'build_detector', 'det_batch', 'shipped_config_path'
 ]
 
-# mmlocat/testing/fvit.py -> the repository root of a source checkout.
+# tests/helpers/fvit.py -> the repository root of the checkout.
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SHIPPED_MODEL = 'ovd/_base_/fvit_clip-b16.py'
 SHIPPED_MASK = 'ovd/fvit_clip-b16_ov-lvis.py'
@@ -82,18 +83,16 @@ TINY_MASK = {
 
 
 def shipped_config_path(name: str, repo: str = REPO) -> str:
-    """Path of the shipped config ``configs/<name>`` in the source tree.
+    """Path of the shipped config ``configs/<name>`` in the checkout.
 
     Raises:
-        FileNotFoundError: If ``<repo>/configs/<name>`` does not exist (e.g.
-            mmlocat installed from a wheel, which ships no configs).
+        FileNotFoundError: If ``<repo>/configs/<name>`` does not exist.
     """
     path = osp.join(repo, 'configs', name)
     if not osp.isfile(path):
         raise FileNotFoundError(
-            f'mmlocat.testing.fvit needs the shipped config {path}: run from '
-            'a source checkout of mmlocat (an installed wheel has no '
-            'configs/)')
+            f'tests/helpers/fvit.py needs the shipped config {path}: run '
+            'the tests from a source checkout of mmlocat')
     return path
 
 

@@ -1,6 +1,6 @@
 """The tiny source checkpoints have the real models' key layout.
 
-Each source of :mod:`mmlocat.testing.sources` is compared with the
+Each source of :mod:`helpers.sources` is compared with the
 full-size model of the real package: the same keys, the same depth, patch,
 input and joint sizes; only the width (and what scales with it) differs.
 open_clip's own towers are built on the meta device (no memory); timm's
@@ -10,8 +10,7 @@ source takes the same path as EVA02-B's.
 """
 import pytest
 import torch
-
-from mmlocat.testing import sources
+from helpers import sources
 
 PATCH_KERNELS = ('patch_embed.proj.weight', 'conv_proj.weight', 'conv1.weight')
 POSITIONS = ('pos_embed', 'pos_embedding', 'positional_embedding')
