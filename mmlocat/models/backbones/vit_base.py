@@ -50,27 +50,14 @@ from .vit_init import init_weights_with_scheme
 
 __all__ = ['TokenLoopViT']
 
-#: Keywords of mmlocat's draft, refused with the one that replaced them.
-RENAMED_KEYWORDS = {
-    'pos_embed_resample':
-    "pos_embed_cfg=dict(resample='host' | 'dino')",
-    'pos_embed_antialias':
-    "pos_embed_cfg=dict(resample='timm', antialias=True | False)",
-}
-
 
 class _FreezeWhenBuilt(ABCMeta):
     """Calls :meth:`TokenLoopViT.apply_freezing` after the outermost
     ``__init__``: the leaf classes build parts after the host's constructor
     (blocks replaced, projections added), so freezing must come last, and
-    it is written once here instead of at the end of every constructor.
-    Renamed keywords (:data:`RENAMED_KEYWORDS`) are refused first, naming
-    their replacement."""
+    it is written once here instead of at the end of every constructor."""
 
     def __call__(cls, *args, **kwargs):
-        for old in sorted(set(kwargs) & set(RENAMED_KEYWORDS)):
-            raise TypeError(f'{cls.__name__}: {old}= is now '
-                            f'{RENAMED_KEYWORDS[old]}')
         model = super().__call__(*args, **kwargs)
         model.apply_freezing()
         return model
