@@ -16,42 +16,26 @@ from torchvision.ops import roi_align
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
 
 BACKBONES = {
-    'LocAtViT':
-    lambda: LocAtViT(
-        arch=tiny_vit(),
-        img_size=64,
-        patch_size=16,
-        out_type='featmap',
-        out_indices=(0, 1)),
-    'LaStViT':
-    lambda: LaStViT(
-        arch=tiny_vit(),
-        img_size=64,
-        patch_size=16,
-        out_type='featmap',
-        out_indices=(0, 1)),
-    'CLIPViT':
-    lambda: CLIPViT(
-        arch=tiny_vit(),
-        img_size=64,
-        patch_size=16,
-        out_type='featmap',
-        out_indices=(0, 1)),
-    'EVA02CLIPViT':
-    lambda: EVA02CLIPViT(
-        arch=tiny_vit(),
-        img_size=64,
-        patch_size=16,
-        out_type='featmap',
-        out_indices=(0, 1)),
+    cls.__name__: cls
+    for cls in (LocAtViT, LaStViT, CLIPViT, EVA02CLIPViT)
 }
+
+
+def build(name: str):
+    """A tiny backbone of ``name`` with two featmap outputs."""
+    return BACKBONES[name](
+        arch=tiny_vit(),
+        img_size=64,
+        patch_size=16,
+        out_type='featmap',
+        out_indices=(0, 1))
 
 
 @pytest.mark.parametrize('name', list(BACKBONES))
 def test_featmaps_are_contiguous_and_roi_pooled_right(name):
     register_all_modules()
     torch.manual_seed(0)
-    backbone = BACKBONES[name]().eval()
+    backbone = build(name).eval()
     channels = backbone.embed_dims
     fpn = FPN([channels, channels], out_channels=8, num_outs=2).eval()
     extractor = SingleRoIExtractor(
