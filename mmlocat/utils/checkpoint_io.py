@@ -123,8 +123,7 @@ def _read_safetensors(path: str) -> dict:
 def _read_torch(path: str, kind: str, safe_globals: Sequence = ()) -> object:
     try:
         # a file object: torch would go by a '.safetensors' name otherwise
-        with open(path, 'rb') as f, mmengine_checkpoint_globals(), \
-                torch.serialization.safe_globals(list(safe_globals)):
+        with open(path, 'rb') as f, mmengine_checkpoint_globals(safe_globals):
             return torch.load(f, map_location='cpu', weights_only=True)
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as e:
         raise ValueError(f'{path} is a PyTorch file that cannot be read '

@@ -23,7 +23,7 @@ Runner; mmengine's classes are not modified.
 """
 import codecs
 import contextlib
-from typing import Iterator, List
+from typing import Iterator, List, Sequence
 
 import numpy as np
 import torch
@@ -61,17 +61,19 @@ def mmengine_checkpoint_safe_globals() -> List[object]:
 
 
 @contextlib.contextmanager
-def mmengine_checkpoint_globals() -> Iterator[None]:
-    """Allow :func:`mmengine_checkpoint_safe_globals` for the loads inside.
+def mmengine_checkpoint_globals(extra: Sequence = ()) -> Iterator[None]:
+    """Allow :func:`mmengine_checkpoint_safe_globals` (and ``extra``) for
+    the loads inside.
 
     Only the types not already allowed are added, and only those are
-    removed on exit, so nesting this (or a user's own registration) is
-    safe.
+    removed on exit (torch's own ``safe_globals`` removes all it was given),
+    so nesting this, or a user's own registration, is safe.
     """
     allowed = set(torch.serialization.get_safe_globals())
-    missing = [
-        g for g in mmengine_checkpoint_safe_globals() if g not in allowed
-    ]
+    missing = []
+    for g in mmengine_checkpoint_safe_globals() + list(extra):
+        if g not in allowed and g not in missing:
+            missing.append(g)
     with torch.serialization.safe_globals(missing):
         yield
 

@@ -1,5 +1,6 @@
 """WeightsOnlyCheckpointHook: mmengine checkpoints that weights-only
 loading reads, without changing mmengine."""
+import argparse
 import io
 import pickle
 
@@ -127,6 +128,11 @@ def test_globals_are_scoped_and_nest():
             assert HistoryBuffer in torch.serialization.get_safe_globals()
         # the inner context removed nothing the outer one added
         assert HistoryBuffer in torch.serialization.get_safe_globals()
+        # extra types: only those not yet allowed come and go
+        with mmengine_checkpoint_globals([np.ndarray, argparse.Namespace]):
+            assert argparse.Namespace in torch.serialization.get_safe_globals()
+        assert argparse.Namespace not in torch.serialization.get_safe_globals()
+        assert np.ndarray in torch.serialization.get_safe_globals()
     assert set(torch.serialization.get_safe_globals()) == registered
     # a user's own registration outlives the context
     torch.serialization.add_safe_globals([HistoryBuffer])
