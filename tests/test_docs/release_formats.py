@@ -29,7 +29,7 @@ Each function writes what a user downloads, at the tiny size of the tests
   checkpoint (``dino0080.pth``).
 * :func:`clipself_embeddings`, :func:`clipself_detector`: CLIPSelf's
   F-ViT text-embedding ``.pt`` dicts and its F-ViT checkpoint (mmdet 2.x
-  layout, ``tests/_clipself_reference.py``).
+  layout, ``tests/helpers/clipself_reference.py``).
 """
 import math
 import os

@@ -1,5 +1,5 @@
 """CorLoc's defaults against LOST's evaluation, transcribed in
-``tests/_lost_reference.py`` from github valeoai/LOST.
+``tests/helpers/lost_reference.py`` from github valeoai/LOST.
 
 Crafted patch-score maps at VOC / COCO image sizes (not multiples of 16,
 so the padded cells are clipped), with ground truth written as VOC XML /
@@ -14,8 +14,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import torch
-from _lost_reference import (lost_box, lost_coco_gt, lost_corloc, lost_iou,
-                             lost_voc_gt)
+from helpers.lost_reference import (lost_box, lost_coco_gt, lost_corloc,
+                                    lost_iou, lost_voc_gt)
 from scipy import ndimage
 
 from mmlocat.datasets import CocoBoxesDataset, parse_loc_xml

@@ -1,7 +1,7 @@
 """CLIPSelf's released F-ViT checkpoints (mmdet 2.x) -> ``mmlocat.FViT``.
 
 The checkpoints are made at random init by a transcription of F-ViT
-(``tests/_clipself_reference.py``: F-ViT's module tree, hence its key
+(``tests/helpers/clipself_reference.py``: F-ViT's module tree, hence its key
 layout, and its test-time forward), converted, loaded strictly into the
 model of the shipped ``configs/ovd/fvit_eva02-clip-*`` configs (tiny tower
 on both sides, or the real sizes on the meta device) and run: the
@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-from _clipself_reference import (FViTReference, mmcv_checkpoint, randomise_,
-                                 rope_tables)
+from helpers.clipself_reference import (FViTReference, mmcv_checkpoint,
+                                        randomise_, rope_tables)
 from helpers.fvit import (CHANNELS, EMBED, NORM, TINY, TINY_ARCH, TINY_MASK,
                           build_detector, shipped_config_path)
 from mmdet.registry import MODELS

@@ -101,9 +101,9 @@ def test_corner_padding_is_lost_zero_padding(dino):
     padding bit for bit: a 375x500 VOC image gives a 24x32 grid and the
     patch tokens of the image zero-padded bottom / right to 384x512 after
     normalisation (``main_lost.py``, transcribed in
-    ``tests/_lost_reference.py``); the whole network then
+    ``tests/helpers/lost_reference.py``); the whole network then
     gives DINO's tokens on that padded image."""
-    from _lost_reference import pad_like_lost
+    from helpers.lost_reference import pad_like_lost
     ours = dino_lastvit(dino)
     assert ours.patch_embed.adaptive_padding.padding == 'corner'
     x = torch.randn(1, 3, 375, 500, generator=torch.Generator().manual_seed(2))

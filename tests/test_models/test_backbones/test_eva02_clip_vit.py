@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
-from _clipself_reference import EVAVisual, randomise_, rope_tables
+from helpers.clipself_reference import EVAVisual, randomise_, rope_tables
 from torch import nn
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
@@ -27,7 +27,7 @@ ARCH = dict(
 
 
 # --- reference: EVA-CLIP's image tower as CLIPSelf's open_clip fork writes
-# it (tests/_clipself_reference.py: EVA key names, q/v biases, sub-LN,
+# it (tests/helpers/clipself_reference.py: EVA key names, q/v biases, sub-LN,
 # SwiGLU, 2-D RoPE registered in every attention, CLIPSelf's rescaling for
 # other sizes). Independent of mmlocat's code.
 class RefEVAVisual(EVAVisual):

@@ -8,11 +8,12 @@ weights file. mmlocat's side is what a user runs: ``clip2mmlocat.py``
 converts the image tower, ``dump_text_embeddings.py --seg-config`` writes
 the query embeddings from the config's class-name file, and the shipped
 config (dataset, pipeline, data preprocessor, segmentor) predicts on
-generated data in the real layouts. SCLIP's side is :mod:`sclip_reference`,
-a transcription of its evaluator written from SCLIP's code, on the open_clip
-model itself. Label maps must agree on >= 99.9 % of the pixels of each
-dataset, and SCLIP's maps must not be trivial (several classes; for
-COCO-Object background by the threshold and objects).
+generated data in the real layouts. SCLIP's side is
+:mod:`helpers.sclip_reference`, a transcription of its evaluator written
+from SCLIP's code, on the open_clip model itself. Label maps must agree on
+>= 99.9 % of the pixels of each dataset, and SCLIP's maps must not be
+trivial (several classes; for COCO-Object background by the threshold and
+objects).
 
 open_clip's tokenizer (pure Python, the slow part) is memoised for the
 module: both sides tokenise the same prompts with it.
@@ -24,14 +25,12 @@ import sys
 
 import pytest
 import torch
+from helpers import sclip_reference as sclip
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
 
 from mmlocat.testing import generate
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import sclip_reference as sclip  # noqa: E402
 
 MODEL = 'sclip-parity-b16'
 # (shipped config, generator kind, SCLIP's short side (cfg_*.py:14/16),
