@@ -75,6 +75,21 @@ def test_make_ov_coco_and_lvis(repo_root, tmp_path, monkeypatch, capsys):
         assert name in out
         with open(out_dir / name) as f:
             assert json.load(f)['categories']
-    with pytest.raises(FileNotFoundError):
-        _run(repo_root, 'make_ov_coco.py',
-             [str(tmp_path), str(out_dir)], monkeypatch)
+
+
+@pytest.mark.parametrize('script,missing', [
+    ('make_ov_coco.py', 'instances_train2017.json'),
+    ('make_ov_lvis.py', 'lvis_v1_train.json'),
+])
+def test_ov_split_tools_end_in_one_error_line(repo_root, tmp_path, script,
+                                              missing, monkeypatch, capsys):
+    """A folder without the annotation file: one ``NAME: error:`` line
+    naming the file, exit 2, no traceback, nothing written."""
+    out_dir = tmp_path / 'out'
+    with pytest.raises(SystemExit) as exit_info:
+        _run(repo_root, script, [str(tmp_path), str(out_dir)], monkeypatch)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'{script}: error: ') and missing in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not out_dir.exists() or not os.listdir(out_dir)

@@ -10,6 +10,7 @@ and ``OUT_DIR/instances_val2017_all_2.json`` (all 65 classes)::
 import argparse
 
 from mmlocat.datasets.ov_coco import make_ov_coco_files
+from mmlocat.utils.checkpoint_io import run_cli
 
 
 def parse_args():
@@ -33,4 +34,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('make_ov_coco.py', main)

@@ -10,6 +10,7 @@ Reads ``ANN_DIR/lvis_v1_train.json`` and writes
 import argparse
 
 from mmlocat.datasets.ov_lvis import make_ov_lvis_files
+from mmlocat.utils.checkpoint_io import run_cli
 
 
 def parse_args():
@@ -26,4 +27,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_cli('make_ov_lvis.py', main)
