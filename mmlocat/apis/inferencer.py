@@ -80,6 +80,7 @@ __all__ = [
 #: network sees the same resolution; only the logits' upsampling shrinks.
 SEG_MAX_SIDE = 2048
 
+
 def _unique_name(name: str) -> str:
     """``name``, or ``name-TIMESTAMP`` if a visualizer already has it (a
     visualizer is an mmengine ``ManagerMixin`` instance, one per name)."""
@@ -513,15 +514,16 @@ class DetectionHandler(TaskHandler):
 
     def draw(self, img_rgb, sample, out_file):
         names = self.classes
-        labels = sample.pred_instances.labels
-        num = (
-            len(names) if names is not None else
-            int(labels.max()) + 1 if len(labels) else 1)
+        if names is not None:
+            palette = self.palette(names)
+        else:  # labelled 'class N' by the host
+            labels = sample.pred_instances.labels
+            palette = class_palette(
+                int(labels.max()) + 1 if len(labels) else 1)
         visualizer = self.host.visualizer
+        # mmdet's palettes are lists of tuples
         visualizer.dataset_meta = dict(
-            classes=names,
-            # mmdet's palettes are lists of tuples
-            palette=[tuple(c) for c in self.palette(names or [None] * num)])
+            classes=names, palette=[tuple(c) for c in palette])
         # as DetInferencer.visualize: the prediction only
         visualizer.add_datasample(
             osp.basename(out_file),

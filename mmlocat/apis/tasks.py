@@ -35,9 +35,7 @@ __all__ = ['INFERENCE_TASKS', 'task_handler', 'model_type']
 #: Task handlers by class name (the built-in ones are registered by
 #: :mod:`mmlocat.apis.inferencer`, imported on first use).
 INFERENCE_TASKS = Registry(
-    'inference task',
-    scope='mmlocat',
-    locations=['mmlocat.apis.inferencer'])
+    'inference task', scope='mmlocat', locations=['mmlocat.apis.inferencer'])
 
 
 def model_type(cfg: Config) -> str:

@@ -88,8 +88,7 @@ def legend_strip(names: List[str], colors: List, height: int) -> np.ndarray:
                           (x + swatch, top + 2 * scale + swatch),
                           tuple(int(c) for c in color), -1)
             cv2.rectangle(strip, (x, top + 2 * scale),
-                          (x + swatch, top + 2 * scale + swatch), (0, 0, 0),
-                          1)
+                          (x + swatch, top + 2 * scale + swatch), (0, 0, 0), 1)
         cv2.putText(strip, name, (x + row, top + row - 5 * scale), face, font,
                     (0, 0, 0), thick, cv2.LINE_AA)
     return strip

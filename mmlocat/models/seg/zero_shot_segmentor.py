@@ -235,8 +235,8 @@ class ZeroShotSegmentor(BaseSegmentor):
         palette = self._palette
         if palette is not None and len(palette) != len(classes):
             palette = None  # another label space's colours
-        return dict(classes=classes, palette=class_palette(len(classes),
-                                                           palette))
+        return dict(
+            classes=classes, palette=class_palette(len(classes), palette))
 
     @dataset_meta.setter
     def dataset_meta(self, meta: Optional[Dict]) -> None:
