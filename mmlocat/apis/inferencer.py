@@ -92,7 +92,7 @@ def _unique_name(name: str) -> str:
     return name
 
 
-def build_visualizer(cfg: Config):
+def _build_visualizer(cfg: Config):
     """The config's ``visualizer`` (None if it has none), built as the
     hosts' inferencers build it (mmengine ``BaseInferencer``), in the
     current default scope."""
@@ -320,7 +320,7 @@ class ClassificationHandler(TaskHandler):
             cfg, pretrained=False, device=device)
         # the config's visualizer, as tools/test.py builds it (the host
         # inferencer falls back to a default UniversalVisualizer() at draw)
-        host.visualizer = build_visualizer(cfg)
+        host.visualizer = _build_visualizer(cfg)
         return host
 
     def predict(self, image):
@@ -379,11 +379,14 @@ class SegmentationHandler(TaskHandler):
 
     def build_host(self, cfg, device):
         from mmseg.apis import MMSegInferencer
+        classes = self.meta.get('classes')
         host = MMSegInferencer(
             cfg,
             weights=None,
-            classes=self.meta.get('classes'),
-            palette=self.meta.get('palette'),
+            classes=classes,
+            # as many colours as classes (a subset of a dataset's classes
+            # keeps its full palette in the config's metainfo)
+            palette=self.palette(classes) if classes else None,
             device=device)
         host.show_progress = False  # tools/infer.py has its own bar
         return host

@@ -21,6 +21,7 @@ from helpers.fvit import write_embeddings
 from helpers.shrink import write_tiny_config, write_tiny_ovd_config
 
 from mmlocat.testing import generate
+from mmlocat.visualization import class_palette
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
 
 CLS_CONFIG = """
@@ -1089,3 +1090,23 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
         np.testing.assert_array_equal(png[:, :ref.shape[1]], ref)
     else:
         np.testing.assert_array_equal(png, ref)
+
+
+def test_picture_without_class_names_labels_by_number(seg_model, tmp_path):
+    """Names of another label space are not drawn, nor mmseg's Cityscapes
+    guess: the regions and the legend say 'class N'."""
+    from mmlocat.apis import MMLocatInferencer, collect_images
+    inferencer = MMLocatInferencer(
+        seg_model['cfg'],
+        seg_model['ckpt'],
+        cfg_options={
+            'test_dataloader.dataset.metainfo': dict(classes=('a', 'b'))
+        })
+    assert inferencer.classes is None
+    record = inferencer(
+        collect_images(seg_model['val_dir'])[0],
+        out_dir=str(tmp_path))['predictions'][0]
+    assert cv2.imread(record['png']) is not None
+    meta = inferencer.handler.host.visualizer.dataset_meta
+    assert meta['classes'] == [f'class {i}' for i in range(150)]
+    assert meta['palette'] == class_palette(150)
