@@ -21,8 +21,8 @@ from helpers.fvit import write_embeddings
 from helpers.shrink import write_tiny_config, write_tiny_ovd_config
 
 from mmlocat.testing import generate
-from mmlocat.visualization import class_palette
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
+from mmlocat.visualization import class_palette
 
 CLS_CONFIG = """
 _base_ = {base!r}
