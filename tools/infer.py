@@ -2,9 +2,11 @@
 
     python tools/infer.py IMAGE_OR_FOLDER CONFIG CHECKPOINT [--out DIR]
 
-The task comes from the config: classification (top-5 bars), segmentation
-and zero-shot segmentation (class-coloured mask with a legend, and the raw
-label map), open-vocabulary detection (boxes with labels and scores).
+The task comes from the config (``mmlocat.apis.tasks``): classification
+(the top-5 labels and scores), segmentation and zero-shot segmentation
+(class-coloured mask with a legend, and the raw label map), open-vocabulary
+detection (boxes with labels and scores), each drawn by the host's
+visualizer of the config, as ``tools/test.py --show-dir`` draws.
 Outputs are named after the image's file name with its extension
 (``x.jpg`` -> ``OUT/x.jpg.png``, ``x.jpg.json``, ``x.jpg.labels.png``),
 below ``--out`` as below an input folder; names two inputs would share are

@@ -1,12 +1,12 @@
 """Inference for people: images -> predictions, JSON and PNG pictures."""
 from .images import collect_images, read_image_rgb
-from .inferencer import (TASK_HANDLERS, MMLocatInferencer, TaskHandler,
-                         register_task, task_handler)
+from .inferencer import MMLocatInferencer, TaskHandler
+from .tasks import INFERENCE_TASKS, task_handler
 from .vocabulary import (apply_vocabulary, parse_vocabulary,
                          vocabulary_embeddings)
 
 __all__ = [
-    'MMLocatInferencer', 'TaskHandler', 'TASK_HANDLERS', 'register_task',
-    'task_handler', 'collect_images', 'read_image_rgb', 'parse_vocabulary',
+    'MMLocatInferencer', 'TaskHandler', 'INFERENCE_TASKS', 'task_handler',
+    'collect_images', 'read_image_rgb', 'parse_vocabulary',
     'vocabulary_embeddings', 'apply_vocabulary'
 ]

@@ -12,11 +12,20 @@ and, per image, returns a JSON-ready dict and writes a PNG::
     inferencer = MMLocatInferencer(CONFIG, CHECKPOINT, classes='cat, dog')
     result = inferencer('photo.jpg', out_dir='out/')
 
-Extension point: a task is a :class:`TaskHandler` subclass registered with
-:func:`register_task`; the first registered handler whose ``matches(cfg)``
-is true serves a config. Zero-shot segmentation plugs in this way: a
-handler registered with ``first=True`` that matches its model type (it is
-an mmseg config too).
+Extension point: a task is a :class:`TaskHandler` subclass registered in
+:data:`mmlocat.apis.tasks.INFERENCE_TASKS` (an mmengine ``Registry``); the
+handler naming the config's model type serves it, else the one of its
+``default_scope`` (:func:`mmlocat.apis.tasks.task_handler`; ambiguity is an
+error). Zero-shot segmentation plugs in this way: its handler names
+``ZeroShotSegmentor``, any other mmseg model gets the segmentation handler.
+
+Pictures are drawn by the task's host visualizer, built from the config's
+``visualizer`` as ``tools/test.py --show-dir`` builds it: mmpretrain
+``UniversalVisualizer`` (the top-k labels and scores), mmseg
+``SegLocalVisualizer`` (mmlocat's configs name its subclass
+:class:`mmlocat.visualization.SegLegendVisualizer`, which adds a legend),
+mmdet ``DetLocalVisualizer``; colours by
+:func:`mmlocat.visualization.class_palette`.
 
 Outputs (``out_dir``): the image's name with its extension, then
 ``.png`` (picture), ``.json`` (prediction) and, for segmentation,
@@ -39,7 +48,7 @@ import json
 import os
 import os.path as osp
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple, Type, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -54,18 +63,16 @@ from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint
 from mmlocat.utils.provenance import read_checkpoint_meta
-from mmlocat.visualization.predictions import (draw_classification,
-                                               draw_detection,
-                                               draw_segmentation, label_colors)
+from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
 from .images import (downscale, image_notes, named_images, read_image_rgb,
                      unreadable_reason)
+from .tasks import INFERENCE_TASKS, task_handler
 
 __all__ = [
     'TaskHandler', 'ClassificationHandler', 'SegmentationHandler',
-    'DetectionHandler', 'ZeroShotSegmentationHandler', 'TASK_HANDLERS',
-    'register_task', 'task_handler', 'MMLocatInferencer', 'SEG_MAX_SIDE',
-    'plan_outputs', 'is_out_of_memory'
+    'DetectionHandler', 'ZeroShotSegmentationHandler', 'MMLocatInferencer',
+    'SEG_MAX_SIDE', 'plan_outputs', 'is_out_of_memory'
 ]
 
 #: Default ``max_side`` of (zero-shot) segmentation: no shipped config's
@@ -73,28 +80,28 @@ __all__ = [
 #: network sees the same resolution; only the logits' upsampling shrinks.
 SEG_MAX_SIDE = 2048
 
-TASK_HANDLERS: List[Type['TaskHandler']] = []
+
+def _unique_name(name: str) -> str:
+    """``name``, or ``name-TIMESTAMP`` if a visualizer already has it (a
+    visualizer is an mmengine ``ManagerMixin`` instance, one per name)."""
+    from datetime import datetime
+
+    from mmengine.visualization import Visualizer
+    if Visualizer.check_instance_created(name):
+        name = f'{name}-{datetime.timestamp(datetime.now())}'
+    return name
 
 
-def register_task(handler: Type['TaskHandler'],
-                  first: bool = False) -> Type['TaskHandler']:
-    """Register a task handler (``first``: ahead of the built-in ones)."""
-    if first:
-        TASK_HANDLERS.insert(0, handler)
-    else:
-        TASK_HANDLERS.append(handler)
-    return handler
-
-
-def task_handler(cfg: Config) -> Type['TaskHandler']:
-    """The handler that serves ``cfg``."""
-    for handler in TASK_HANDLERS:
-        if handler.matches(cfg):
-            return handler
-    raise ValueError(f'{cfg.filename}: no inference task for default_scope='
-                     f'{cfg.get("default_scope")!r}; known tasks: '
-                     f'{[h.task for h in TASK_HANDLERS]} (scopes '
-                     f'{[h.scope for h in TASK_HANDLERS]})')
+def _build_visualizer(cfg: Config):
+    """The config's ``visualizer`` (None if it has none), built as the
+    hosts' inferencers build it (mmengine ``BaseInferencer``), in the
+    current default scope."""
+    if cfg.get('visualizer') is None:
+        return None
+    from mmengine.registry import VISUALIZERS
+    vis_cfg = copy.deepcopy(cfg.visualizer)
+    vis_cfg['name'] = _unique_name(vis_cfg.get('name', 'visualizer'))
+    return VISUALIZERS.build(vis_cfg)
 
 
 def plan_outputs(named: Sequence[Tuple[str, str]], out_dir: str,
@@ -184,7 +191,12 @@ class TaskHandler:
         state_dict: The checkpoint's tensors.
     """
     task = ''
+    #: The ``default_scope`` of the configs served.
     scope = ''
+    #: The model types served (``cfg.model.type`` without its scope
+    #: prefix); empty: any model of :attr:`scope` that no handler names
+    #: (the rule of :func:`mmlocat.apis.tasks.task_handler`).
+    model_types: Tuple[str, ...] = ()
     #: How a run-time vocabulary (``classes=``) is embedded when the text
     #: model's record does not say: ``templates``, ``prompt_style`` and
     #: whether a ``background`` row is appended; None: no vocabulary.
@@ -194,10 +206,6 @@ class TaskHandler:
     default_max_side: Optional[int] = None
     #: What the outputs of one image append to its output stem.
     suffixes: Tuple[str, ...] = ('.png', '.json')
-
-    @classmethod
-    def matches(cls, cfg: Config) -> bool:
-        return cfg.get('default_scope') == cls.scope
 
     def __init__(self, cfg: Config, checkpoint: str, device: str,
                  allow_partial: bool, options: Dict,
@@ -283,19 +291,37 @@ class TaskHandler:
         JSON."""
         return {}
 
+    def palette(self, names: Sequence[str]) -> List[List[int]]:
+        """The colours of ``names``: the dataset's palette when they are
+        its classes (:func:`~mmlocat.visualization.class_palette`)."""
+        known = self.meta.get('classes')
+        palette = self.meta.get('palette')
+        if known is None or list(known) != list(names):
+            palette = None  # the dataset's colours are other classes'
+        return class_palette(len(names), palette)
+
     def draw(self, img_rgb: np.ndarray, sample, out_file: str) -> None:
+        """Draw ``sample`` over ``img_rgb`` (RGB) with the host's
+        visualizer into the PNG ``out_file``."""
         raise NotImplementedError
 
 
+@INFERENCE_TASKS.register_module()
 class ClassificationHandler(TaskHandler):
-    """mmpretrain ``ImageClassificationInferencer``: top-k JSON and bars."""
+    """mmpretrain ``ImageClassificationInferencer``: top-k JSON; the
+    picture is ``UniversalVisualizer.visualize_cls`` of the top-k labels.
+    """
     task = 'classification'
     scope = 'mmpretrain'
 
     def build_host(self, cfg, device):
         from mmpretrain.apis import ImageClassificationInferencer
-        return ImageClassificationInferencer(
+        host = ImageClassificationInferencer(
             cfg, pretrained=False, device=device)
+        # the config's visualizer, as tools/test.py builds it (the host
+        # inferencer falls back to a default UniversalVisualizer() at draw)
+        host.visualizer = _build_visualizer(cfg)
+        return host
 
     def predict(self, image):
         # the host's own preprocess and forward (its __call__ adds a
@@ -323,17 +349,29 @@ class ClassificationHandler(TaskHandler):
             pred_scores=[float(s) for s in scores])
 
     def draw(self, img_rgb, sample, out_file):
-        draw_classification(
+        if self.host.visualizer is None:
+            from mmpretrain.visualization import UniversalVisualizer
+            self.host.visualizer = UniversalVisualizer(
+                name=_unique_name('visualizer'))
+        scores = sample.pred_score.detach().float().cpu()
+        order = torch.argsort(-scores, stable=True)[:self.options['topk']]
+        # the host draws one line per predicted label: the top k, best first
+        shown = sample.clone().set_pred_label(order)
+        self.host.visualizer.visualize_cls(
             img_rgb,
-            sample.pred_score.detach().float().cpu().numpy(),
-            out_file,
+            shown,
             classes=self.classes,
-            topk=self.options['topk'])
+            draw_gt=False,
+            draw_pred=True,
+            draw_score=True,
+            name=osp.basename(out_file),
+            out_file=out_file)
 
 
+@INFERENCE_TASKS.register_module()
 class SegmentationHandler(TaskHandler):
-    """mmseg ``MMSegInferencer``: a label PNG, class areas and a mask
-    picture with a legend."""
+    """mmseg ``MMSegInferencer``: a label PNG, class areas and the
+    picture of the config's visualizer (mmlocat's configs: a legend)."""
     task = 'segmentation'
     scope = 'mmseg'
     default_max_side = SEG_MAX_SIDE
@@ -341,11 +379,14 @@ class SegmentationHandler(TaskHandler):
 
     def build_host(self, cfg, device):
         from mmseg.apis import MMSegInferencer
+        classes = self.meta.get('classes')
         host = MMSegInferencer(
             cfg,
             weights=None,
-            classes=self.meta.get('classes'),
-            palette=self.meta.get('palette'),
+            classes=classes,
+            # as many colours as classes (a subset of a dataset's classes
+            # keeps its full palette in the config's metainfo)
+            palette=self.palette(classes) if classes else None,
             device=device)
         host.show_progress = False  # tools/infer.py has its own bar
         return host
@@ -396,15 +437,24 @@ class SegmentationHandler(TaskHandler):
             ])
 
     def draw(self, img_rgb, sample, out_file):
-        draw_segmentation(
+        names = self.classes
+        if names is None:  # the host would name them by Cityscapes'
+            num = self.num_classes() or int(self._labels(sample).max()) + 1
+            names = [f'class {i}' for i in range(num)]
+        visualizer = self.host.visualizer
+        visualizer.set_dataset_meta(names, self.palette(names))
+        visualizer.alpha = self.options['alpha']
+        # as MMSegInferencer.visualize: the prediction only
+        visualizer.add_datasample(
+            osp.basename(out_file),
             img_rgb,
-            self._labels(sample),
-            out_file,
-            classes=self.classes,
-            palette=self.meta.get('palette'),
-            alpha=self.options['alpha'])
+            sample,
+            draw_gt=False,
+            draw_pred=True,
+            out_file=out_file)
 
 
+@INFERENCE_TASKS.register_module()
 class DetectionHandler(TaskHandler):
     """mmdet ``DetInferencer``: every box in the JSON, boxes above
     ``score_thr`` drawn. Class names are the box head's (for F-ViT the
@@ -466,17 +516,29 @@ class DetectionHandler(TaskHandler):
             ])
 
     def draw(self, img_rgb, sample, out_file):
-        bboxes, labels, scores = self._arrays(sample)
-        draw_detection(
+        names = self.classes
+        if names is not None:
+            palette = self.palette(names)
+        else:  # labelled 'class N' by the host
+            labels = sample.pred_instances.labels
+            palette = class_palette(
+                int(labels.max()) + 1 if len(labels) else 1)
+        visualizer = self.host.visualizer
+        # mmdet's palettes are lists of tuples
+        visualizer.dataset_meta = dict(
+            classes=names, palette=[tuple(c) for c in palette])
+        # as DetInferencer.visualize: the prediction only
+        visualizer.add_datasample(
+            osp.basename(out_file),
             img_rgb,
-            bboxes,
-            labels,
-            scores,
-            out_file,
-            classes=self.classes,
-            score_thr=self.options['score_thr'])
+            sample,
+            draw_gt=False,
+            draw_pred=True,
+            pred_score_thr=self.options['score_thr'],
+            out_file=out_file)
 
 
+@INFERENCE_TASKS.register_module()
 class ZeroShotSegmentationHandler(SegmentationHandler):
     """:class:`mmlocat.ZeroShotSegmentor` on mmseg ``MMSegInferencer``:
     the segmentation files and JSON; class names are the segmentor's (its
@@ -484,15 +546,12 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
     ``bg_thresh``. Without a run-time vocabulary they must be the test
     dataset's, in order, as ``tools/test.py`` requires."""
     task = 'zero-shot segmentation'
+    model_types = ('ZeroShotSegmentor', )
     # CLIP's 80 ImageNet templates filled plainly: the zero-shot configs'
     # embeddings (configs/last/README.md); the segmentor refuses a
     # background row
     vocabulary = dict(
         templates='imagenet80', prompt_style='plain', background=False)
-
-    @classmethod
-    def matches(cls, cfg):
-        return voc.is_zero_shot_config(cfg)
 
     @classmethod
     def apply_vocabulary(cls, cfg, embeddings_file, names):
@@ -513,21 +572,12 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
         if model.get('bg_thresh') is not None:
             names = [model.get('background_class', BACKGROUND)] + names
         self.dataset_classes = self.meta.get('classes')
-        palette = self.meta.get('palette')
-        if list(self.dataset_classes or []) != names:
-            palette = None  # the dataset's colours are other classes'
         # the host's visualizer wants as many colours as classes
-        self.meta = dict(
-            classes=names, palette=label_colors(len(names), palette).tolist())
+        self.meta = dict(classes=names, palette=self.palette(names))
         return super().build_host(cfg, device)
 
     def num_classes(self):
         return self.model.num_classes
-
-
-for _handler in (ClassificationHandler, SegmentationHandler, DetectionHandler):
-    register_task(_handler)
-register_task(ZeroShotSegmentationHandler, first=True)
 
 
 class MMLocatInferencer:

@@ -22,6 +22,7 @@ from helpers.shrink import write_tiny_config, write_tiny_ovd_config
 
 from mmlocat.testing import generate
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
+from mmlocat.visualization import class_palette
 
 CLS_CONFIG = """
 _base_ = {base!r}
@@ -1011,3 +1012,101 @@ def test_image_kinds_through_every_task(seg_model, cls_model, coco_fvit,
         labels = cv2.imread(
             str(out / (name + '.labels.png')), cv2.IMREAD_UNCHANGED)
         np.testing.assert_array_equal(labels, _labels_alone(inferencer, png))
+
+
+def _host_visualizer(task):
+    """The host's own visualizer class of ``task``, built directly (not
+    from a config) with a fresh instance name."""
+    import time
+    name = f'reference-{task}-{time.perf_counter_ns()}'
+    if task == 'classification':
+        from mmpretrain.visualization import UniversalVisualizer
+        return UniversalVisualizer(name=name)
+    if task == 'detection':
+        from mmdet.visualization import DetLocalVisualizer
+        return DetLocalVisualizer(name=name)
+    from mmseg.visualization import SegLocalVisualizer
+    return SegLocalVisualizer(name=name)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize('fixture,task,visualizer', [
+    ('cls_model', 'classification', 'UniversalVisualizer'),
+    ('seg_model', 'segmentation', 'SegLegendVisualizer'),
+    ('coco_fvit', 'detection', 'DetLocalVisualizer'),
+    ('zero_shot', 'zero-shot segmentation', 'SegLegendVisualizer'),
+])
+def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
+                                           tmp_path):
+    """The PNG is what the host's visualizer draws for the same data
+    sample (pixel-equal; segmentation: the panel left of the legend), with
+    the visualizer the config names, as tools/test.py --show-dir builds
+    it."""
+    from mmlocat.apis import MMLocatInferencer, collect_images, read_image_rgb
+    model = request.getfixturevalue(fixture)
+    # detection: every box drawn, so the picture cannot be the bare image
+    inferencer = MMLocatInferencer(
+        model['cfg'], model['ckpt'], score_thr=0.0, topk=3)
+    assert inferencer.task == task
+    assert type(inferencer.handler.host.visualizer).__name__ == visualizer
+    image = collect_images(model['val_dir'])[0]
+    record = inferencer(image, out_dir=str(tmp_path / 'out'))['predictions'][0]
+    png = cv2.imread(record['png'])[..., ::-1]
+    img = read_image_rgb(image)
+    sample = record['data_sample']
+    names = inferencer.classes
+    ref_file = str(tmp_path / 'reference.png')
+    host = _host_visualizer(task)
+    if task == 'classification':
+        assert names == model['classes']
+        top = torch.argsort(-sample.pred_score, stable=True)[:3]
+        host.visualize_cls(
+            img,
+            sample.clone().set_pred_label(top),
+            classes=names,
+            draw_gt=False,
+            out_file=ref_file)
+    elif task == 'detection':
+        assert len(sample.pred_instances) > 0
+        host.dataset_meta = dict(
+            classes=names,
+            palette=[tuple(c) for c in inferencer.handler.palette(names)])
+        host.add_datasample(
+            'x',
+            img,
+            sample,
+            draw_gt=False,
+            pred_score_thr=0.0,
+            out_file=ref_file)
+    else:
+        host.set_dataset_meta(names, inferencer.handler.palette(names))
+        host.alpha = 0.5  # the inferencer's default
+        host.add_datasample('x', img, sample, draw_gt=False, out_file=ref_file)
+    ref = cv2.imread(ref_file)[..., ::-1]
+    assert not np.array_equal(ref, img)  # the host drew something
+    if visualizer == 'SegLegendVisualizer':
+        # the host's panel, then the legend strip
+        assert png.shape[0] == ref.shape[0] and png.shape[1] > ref.shape[1]
+        np.testing.assert_array_equal(png[:, :ref.shape[1]], ref)
+    else:
+        np.testing.assert_array_equal(png, ref)
+
+
+def test_picture_without_class_names_labels_by_number(seg_model, tmp_path):
+    """Names of another label space are not drawn, nor mmseg's Cityscapes
+    guess: the regions and the legend say 'class N'."""
+    from mmlocat.apis import MMLocatInferencer, collect_images
+    inferencer = MMLocatInferencer(
+        seg_model['cfg'],
+        seg_model['ckpt'],
+        cfg_options={
+            'test_dataloader.dataset.metainfo': dict(classes=('a', 'b'))
+        })
+    assert inferencer.classes is None
+    record = inferencer(
+        collect_images(seg_model['val_dir'])[0],
+        out_dir=str(tmp_path))['predictions'][0]
+    assert cv2.imread(record['png']) is not None
+    meta = inferencer.handler.host.visualizer.dataset_meta
+    assert meta['classes'] == [f'class {i}' for i in range(150)]
+    assert meta['palette'] == class_palette(150)

@@ -20,7 +20,6 @@ import os.path as osp
 from typing import List, Optional
 
 import mmcv
-import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.dataset import Compose, pseudo_collate
@@ -31,7 +30,8 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis.cli import add_model_options
 from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.visualization import colorize_labels, heatmap_overlay, save_panels
+from mmlocat.visualization import (class_palette, colorize_labels,
+                                   heatmap_overlay, save_panels)
 
 
 def parse_args() -> argparse.Namespace:
@@ -44,15 +44,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--out', default='vis_zero_shot.png', help='PNG')
     add_model_options(parser, alpha=0.5)
     return parser.parse_args()
-
-
-def palette_for(dataset_cls, num_classes: int) -> np.ndarray:
-    """The dataset's palette, or a fixed random one."""
-    palette = getattr(dataset_cls, 'METAINFO', {}).get('palette')
-    if palette is not None and len(palette) >= num_classes:
-        return np.asarray(palette[:num_classes], dtype=np.uint8)
-    rng = np.random.default_rng(0)
-    return rng.integers(0, 255, (num_classes, 3), dtype=np.uint8)
 
 
 def load_inputs(cfg: Config, image: str, gt: Optional[str]) -> dict:
@@ -114,8 +105,11 @@ def main() -> None:
         score = model.backbone.forward_with_scores(
             data['inputs'])['patch_score'][0, 0]
     img_rgb = mmcv.imread(args.image, channel_order='rgb')
-    palette = palette_for(
-        DATASETS.get(cfg.test_dataloader.dataset['type']), model.num_classes)
+    # the host dataset's colours where it has enough (class_palette's rule)
+    dataset_cls = DATASETS.get(cfg.test_dataloader.dataset['type'])
+    palette = class_palette(
+        model.num_classes,
+        getattr(dataset_cls, 'METAINFO', {}).get('palette'))
     panels = [('image', img_rgb)]
     if args.gt:
         gt = pred.gt_sem_seg.data[0].cpu().numpy()

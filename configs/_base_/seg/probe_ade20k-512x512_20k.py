@@ -2,6 +2,8 @@ _base_ = [
     './probe_model.py', './probe_schedule_20k.py',
     'mmseg::_base_/datasets/ade20k.py', 'mmseg::_base_/default_runtime.py'
 ]
+# mmseg's visualizer with a legend (tools/test.py --show-dir, tools/infer.py)
+visualizer = dict(type='mmlocat.SegLegendVisualizer')
 crop_size = (512, 512)
 model = dict(
     data_preprocessor=dict(size=crop_size), decode_head=dict(num_classes=150))

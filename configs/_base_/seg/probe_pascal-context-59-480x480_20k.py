@@ -3,6 +3,8 @@ _base_ = [
     'mmseg::_base_/datasets/pascal_context_59.py',
     'mmseg::_base_/default_runtime.py'
 ]
+# mmseg's visualizer with a legend (tools/test.py --show-dir, tools/infer.py)
+visualizer = dict(type='mmlocat.SegLegendVisualizer')
 crop_size = (480, 480)
 model = dict(
     data_preprocessor=dict(size=crop_size), decode_head=dict(num_classes=59))

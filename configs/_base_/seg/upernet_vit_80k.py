@@ -6,6 +6,8 @@ _base_ = [
     'mmseg::_base_/schedules/schedule_80k.py',
     'mmseg::_base_/default_runtime.py'
 ]
+# mmseg's visualizer with a legend (tools/test.py --show-dir, tools/infer.py)
+visualizer = dict(type='mmlocat.SegLegendVisualizer')
 
 optim_wrapper = dict(
     _delete_=True,

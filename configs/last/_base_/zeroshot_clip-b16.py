@@ -13,6 +13,8 @@
 _base_ = ['mmseg::_base_/default_runtime.py']
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
+# mmseg's visualizer with a legend (tools/test.py --show-dir, tools/infer.py)
+visualizer = dict(type='mmlocat.SegLegendVisualizer')
 model = dict(
     type='mmlocat.ZeroShotSegmentor',
     data_preprocessor=dict(

@@ -18,7 +18,6 @@ mmseg's ``EncoderDecoder`` code, so ``test_cfg`` means what it means there.
 """
 from typing import Dict, List, Optional, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from mmengine.config import ConfigDict
@@ -34,6 +33,7 @@ from mmlocat.datasets import text_embeddings as te
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
+from mmlocat.visualization.palette import class_palette
 from .text_classifier import ZeroShotTextClassifier
 
 __all__ = ['ZeroShotSegmentor']
@@ -233,11 +233,10 @@ class ZeroShotSegmentor(BaseSegmentor):
         many colours."""
         classes = self.output_classes
         palette = self._palette
-        if palette is None or len(palette) != len(classes):
-            # mmseg's rule for datasets without a palette (seed 42)
-            rng = np.random.RandomState(42)
-            palette = rng.randint(0, 255, size=(len(classes), 3)).tolist()
-        return dict(classes=classes, palette=palette)
+        if palette is not None and len(palette) != len(classes):
+            palette = None  # another label space's colours
+        return dict(
+            classes=classes, palette=class_palette(len(classes), palette))
 
     @dataset_meta.setter
     def dataset_meta(self, meta: Optional[Dict]) -> None:
