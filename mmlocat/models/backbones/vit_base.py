@@ -359,7 +359,8 @@ class TokenLoopViT(
         """
         if self.out_type == 'cls_token':
             return self.embed_global(
-                self.pool(x, self.num_extra_tokens, check_finite))
+                self.pool(x, self.num_extra_tokens, check_finite,
+                          self.cls_token is not None))
         if self.out_type == 'avg_featmap':
             patches = self.pool.refine(x)[:, self.num_extra_tokens:]
             return self.ln2(patches.mean(dim=1))
@@ -390,7 +391,12 @@ class TokenLoopViT(
         (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1],
                                                     check)
         out = self.pool.scores(
-            tokens, hw, self.num_extra_tokens, check, votes=True)
+            tokens,
+            hw,
+            self.num_extra_tokens,
+            check,
+            votes=True,
+            has_cls=self.cls_token is not None)
         out['embedding'] = self.embed_global(out['global_token'])
         patches = tokens[:, self.num_extra_tokens:]
         out['featmap'] = patches.reshape(patches.shape[0], *hw,

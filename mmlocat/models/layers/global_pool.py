@@ -86,7 +86,7 @@ class GlobalPool(nn.Module):
         return tokens if self.prr is None else self.prr(tokens)
 
     def _check(self, tokens: Tensor, num_prefix_tokens: int,
-               names: Dict[str, str]) -> None:
+               has_cls: Optional[bool], names: Dict[str, str]) -> None:
         if not isinstance(tokens, Tensor) or tokens.dim() != 3:
             shape = tuple(tokens.shape) if isinstance(tokens,
                                                       Tensor) else type(tokens)
@@ -96,11 +96,15 @@ class GlobalPool(nn.Module):
             raise ValueError(
                 f'num_prefix_tokens={num_prefix_tokens} leaves no patch '
                 f'token in a sequence of {tokens.shape[1]}')
+        if has_cls is None:
+            has_cls = num_prefix_tokens > 0
         for name, value in names.items():
-            if value == 'cls' and num_prefix_tokens < 1:
+            if value == 'cls' and not has_cls:
                 raise ValueError(
                     f'{name}={value!r} needs a CLS token (the first prefix '
                     'token); these tokens have none')
+        if has_cls and num_prefix_tokens < 1:
+            raise ValueError('has_cls=True needs num_prefix_tokens >= 1')
 
     def _pool(self,
               tokens: Tensor,
@@ -119,7 +123,8 @@ class GlobalPool(nn.Module):
     def forward(self,
                 tokens: Tensor,
                 num_prefix_tokens: int,
-                check_finite: bool = False) -> Tensor:
+                check_finite: bool = False,
+                has_cls: Optional[bool] = None) -> Tensor:
         """The ``(B, C)`` global token.
 
         Args:
@@ -127,8 +132,12 @@ class GlobalPool(nn.Module):
             num_prefix_tokens: ``P``.
             check_finite: Raise on NaN / inf in LazyStrike (the caller's
                 decision, :func:`~.finite.finite_checks_on`).
+            has_cls: Whether the first prefix token is a CLS token;
+                ``None``: whenever there is a prefix token (registers
+                without CLS need ``False``).
         """
-        self._check(tokens, num_prefix_tokens, dict(pooling=self.pooling))
+        self._check(tokens, num_prefix_tokens, has_cls,
+                    dict(pooling=self.pooling))
         return self._pool(
             self.refine(tokens), num_prefix_tokens, check_finite)
 
@@ -137,7 +146,9 @@ class GlobalPool(nn.Module):
                hw: Sequence[int],
                num_prefix_tokens: int,
                check_finite: bool = False,
-               votes: Optional[bool] = None) -> Dict[str, Optional[Tensor]]:
+               votes: Optional[bool] = None,
+               has_cls: Optional[bool] = None
+               ) -> Dict[str, Optional[Tensor]]:
         """Global token, patch scores and LazyStrike votes.
 
         Args:
@@ -147,6 +158,7 @@ class GlobalPool(nn.Module):
             check_finite: As in :meth:`forward` (also the scores).
             votes: Return LazyStrike's votes; ``None``: only when LazyStrike
                 pools (then at no extra cost).
+            has_cls: As in :meth:`forward`.
 
         Returns:
             ``global_token`` ``(B, C)`` (as :meth:`forward`),
@@ -155,7 +167,7 @@ class GlobalPool(nn.Module):
             ``(B, 1, h, w)`` (float32 vote counts over the patch tokens
             that are scored, i.e. before PRR) or None.
         """
-        self._check(tokens, num_prefix_tokens,
+        self._check(tokens, num_prefix_tokens, has_cls,
                     dict(pooling=self.pooling, score_query=self.score_query))
         batch, length = tokens.shape[:2]
         h, w = (int(s) for s in hw)

@@ -112,6 +112,9 @@ def test_bad_options_and_inputs():
         GlobalPool('cls')(tokens, 0)
     with pytest.raises(ValueError, match="score_query='cls' needs a CLS"):
         GlobalPool('gap', score_query='cls').scores(tokens, (3, 4), 0)
+    # registers without a CLS token are not one
+    with pytest.raises(ValueError, match="pooling='cls' needs a CLS"):
+        GlobalPool('cls')(_tokens(prefix=1), 1, has_cls=False)
     # GAP pools without a CLS token whatever score_query says
     GlobalPool('gap', score_query='cls')(tokens, 0)
     with pytest.raises(ValueError, match='grid'):
