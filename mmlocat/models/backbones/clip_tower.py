@@ -1,9 +1,10 @@
 """The shared base of mmlocat's CLIP image towers (CLIPViT, EVA02CLIPViT).
 
-A :class:`~.vit_base.TokenLoopViT` (global token by ``pooling``, default
-LazyStrike) whose global token and patch tokens are mapped to the joint
-image-text space by :meth:`CLIPTower.embed_global`, with F-ViT's dense CLIP map (CLIPSelf,
-https://arxiv.org/abs/2310.01403): the last block's value path
+A :class:`~.vit_base.TokenLoopViT` (global token by ``pooling``,
+default LazyStrike) whose global token and patch tokens are mapped to the
+joint image-text space by :meth:`CLIPTower.embed_global`, with F-ViT's
+dense CLIP map (CLIPSelf, https://arxiv.org/abs/2310.01403): the last
+block's value path
 (:meth:`CLIPTower.value_path_block`), its projected unit-norm patch
 embeddings and the one-pass taps of :meth:`CLIPTower.forward_dense`. A
 tower defines only its layout: ``embed_global``, ``value_path_block`` and

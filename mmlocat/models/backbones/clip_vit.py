@@ -78,8 +78,8 @@ class CLIPViT(CLIPTower):
         layer_cfgs: Extra encoder-layer arguments; ``act_cfg`` there
             overrides ``act``.
         **kwargs: Arguments of :class:`~.vit_base.TokenLoopViT`
-            (``pooling``, ``topk``, ``topk_ratio``, ``frozen``, ``with_cp``, ``out_type``,
-            ``out_indices``, ...).
+            (``pooling``, ``topk``, ``topk_ratio``, ``frozen``,
+            ``with_cp``, ``out_type``, ``out_indices``, ...).
     """
     # The shared ViT-B / ViT-L sizes with CLIP's joint-space widths.
     arch_zoo = clip_archs(b=dict(output_dims=512), l=dict(output_dims=768))

@@ -417,10 +417,9 @@ class TokenLoopViT(
             return  # let load_state_dict report the mismatch
         num_prefix = self.num_extra_tokens
         length = ckpt.shape[1]
-        if self.cls_token is None and (
-                length == self.pos_embed.shape[1] + 1 or
-            (not _is_square(length - num_prefix)
-             and _is_square(length - num_prefix - 1))):
+        if self.cls_token is None and (length == self.pos_embed.shape[1] + 1 or
+                                       (not _is_square(length - num_prefix) and
+                                        _is_square(length - num_prefix - 1))):
             # The checkpoint has a CLS embedding this model does not use.
             ckpt = state_dict[name] = ckpt[:, 1:]
             length -= 1

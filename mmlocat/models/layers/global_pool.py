@@ -138,8 +138,7 @@ class GlobalPool(nn.Module):
         """
         self._check(tokens, num_prefix_tokens, has_cls,
                     dict(pooling=self.pooling))
-        return self._pool(
-            self.refine(tokens), num_prefix_tokens, check_finite)
+        return self._pool(self.refine(tokens), num_prefix_tokens, check_finite)
 
     def scores(self,
                tokens: Tensor,
@@ -147,8 +146,7 @@ class GlobalPool(nn.Module):
                num_prefix_tokens: int,
                check_finite: bool = False,
                votes: Optional[bool] = None,
-               has_cls: Optional[bool] = None
-               ) -> Dict[str, Optional[Tensor]]:
+               has_cls: Optional[bool] = None) -> Dict[str, Optional[Tensor]]:
         """Global token, patch scores and LazyStrike votes.
 
         Args:
@@ -191,9 +189,7 @@ class GlobalPool(nn.Module):
         return dict(
             global_token=pooled,
             patch_score=score.reshape(batch, 1, h, w),
-            vote_map=None if lazy is None else lazy[1].reshape(
-                batch, 1, h, w))
+            vote_map=None if lazy is None else lazy[1].reshape(batch, 1, h, w))
 
     def extra_repr(self) -> str:
         return f'pooling={self.pooling!r}, score_query={self.score_query!r}'
-

@@ -192,7 +192,8 @@ class PatchScoreNeck(BaseModule):
                                  ' token (B, C)), got shapes '
                                  f'{[tuple(t.shape) for t in item]}')
             tokens = torch.cat(
-                [token[:, None], featmap.flatten(2).transpose(1, 2)], dim=1)
+                [token[:, None],
+                 featmap.flatten(2).transpose(1, 2)], dim=1)
             return featmap, tokens, 1
         if not isinstance(item, Tensor):
             raise TypeError(f'neck inputs must be tensors, got {type(item)}')

@@ -9,8 +9,7 @@ import torch
 from helpers.tiny_archs import TINY_VIT
 from mmpretrain.models.backbones import VisionTransformer
 
-from mmlocat.models.backbones import (CLIPViT, EVA02CLIPViT, LaStViT,
-                                      LocAtViT)
+from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
 from mmlocat.models.backbones.pos_embed import (dino_resample_pos_embed,
                                                 resample_abs_pos_embed)
 
@@ -42,8 +41,8 @@ def test_default_host_rule_is_the_hosts(cls, kwargs):
     model.load_state_dict(copy.deepcopy(state), strict=True)
     # the host's own hook on the same model and checkpoint
     host_state = copy.deepcopy(state)
-    VisionTransformer._prepare_pos_embed(_build(cls, 64, **kwargs),
-                                         host_state, '')
+    VisionTransformer._prepare_pos_embed(
+        _build(cls, 64, **kwargs), host_state, '')
     assert model.pos_embed.shape == (1, 1 + 16, 32)
     assert torch.equal(model.pos_embed, host_state['pos_embed'])
 
@@ -86,6 +85,7 @@ def test_non_square_source_grid_is_refused_with_a_message():
     model = _build(LaStViT, 64)
     state = model.state_dict()
     state['pos_embed'] = torch.randn(1, 1 + 6, 32)
-    with pytest.raises(ValueError, match='6 patch positions are not a '
-                       'square grid'):
+    with pytest.raises(
+            ValueError, match='6 patch positions are not a '
+            'square grid'):
         model.load_state_dict(state)

@@ -173,8 +173,10 @@ def test_unsupported_backbone_raises():
     # a backbone without forward_with_scores and no scoring neck
     model.backbone = torch.nn.Module()
     model.backbone.forward = lambda x: (x.mean(dim=(2, 3)), )
-    with pytest.raises(TypeError, match='cannot compute patch scores.*'
-                       'mmlocat.PatchScoreNeck'):
+    with pytest.raises(
+            TypeError,
+            match='cannot compute patch scores.*'
+            'mmlocat.PatchScoreNeck'):
         model.predict(_images())
 
 

@@ -14,8 +14,7 @@ import torch
 from helpers.references import spec_lazy_strike
 from helpers.tiny_archs import TINY_VIT
 
-from mmlocat.models.backbones import (CLIPViT, EVA02CLIPViT, LaStViT,
-                                      LocAtViT)
+from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
 from mmlocat.models.layers import GlobalPool, lazy_strike_pool
 from mmlocat.models.necks import PatchScoreNeck
 
@@ -30,8 +29,8 @@ def _tokens(batch=2, prefix=2, h=3, w=4, seed=0):
 def ref_cosine(patches, query):
     """``x_i . q / (|x_i| |q|)`` per patch, float64."""
     x, q = patches.double(), query.double()
-    return (x @ q[:, :, None])[..., 0] / (x.norm(dim=-1) *
-                                         q.norm(dim=-1)[:, None])
+    return (x @ q[:, :, None])[..., 0] / (
+        x.norm(dim=-1) * q.norm(dim=-1)[:, None])
 
 
 def ref_prr(x, heads):
@@ -85,8 +84,8 @@ def test_votes_on_request_and_lazy_strike_options():
     out = pool.scores(tokens, (3, 4), 1, votes=True)
     assert torch.equal(out['global_token'], tokens[:, 0])
     # 12 patches, K = 6 per channel
-    assert torch.equal(out['vote_map'].sum((1, 2, 3)),
-                       torch.full((2, ), 6. * C))
+    assert torch.equal(out['vote_map'].sum((1, 2, 3)), torch.full((2, ),
+                                                                  6. * C))
     pool = GlobalPool(
         'lazy_strike',
         topk=3,
@@ -128,8 +127,8 @@ def test_bad_options_and_inputs():
 def _backbone(cls, pooling, score_query, **kwargs):
     torch.manual_seed(0)
     return cls(
-        arch=dict(TINY_VIT, output_dims=8) if cls in (
-            CLIPViT, EVA02CLIPViT) else TINY_VIT,
+        arch=dict(TINY_VIT, output_dims=8)
+        if cls in (CLIPViT, EVA02CLIPViT) else TINY_VIT,
         img_size=32,
         patch_size=16,
         pooling=pooling,
@@ -168,8 +167,7 @@ def test_backbones_and_neck_score_the_same_tokens_alike(
         num_prefix_tokens=prefix).eval()
     with torch.no_grad():
         got = model.forward_with_scores(x)
-        (tokens, ), hw = model.forward_intermediates(
-            x, [model.num_layers - 1])
+        (tokens, ), hw = model.forward_intermediates(x, [model.num_layers - 1])
         want = neck.forward_with_scores((tokens, ))
         pooled = model(x)[0]
     assert hw == (4, 4)
@@ -188,9 +186,8 @@ def test_backbones_and_neck_score_the_same_tokens_alike(
     torch.testing.assert_close(got['global_token'],
                                ref_global(tokens, prefix, pooling))
     query = tokens[:, 0] if score_query == 'cls' else got['global_token']
-    torch.testing.assert_close(
-        got['patch_score'].flatten(1),
-        ref_cosine(tokens[:, prefix:], query).float())
+    torch.testing.assert_close(got['patch_score'].flatten(1),
+                               ref_cosine(tokens[:, prefix:], query).float())
 
 
 def test_locat_prr_refines_the_global_token_only():
@@ -203,9 +200,8 @@ def test_locat_prr_refines_the_global_token_only():
     want = ref_prr(tokens, 2)[:, 0]
     torch.testing.assert_close(out['global_token'], want)
     assert torch.equal(pooled, out['global_token'])
-    torch.testing.assert_close(
-        out['patch_score'].flatten(1),
-        ref_cosine(tokens[:, 1:], want).float())
+    torch.testing.assert_close(out['patch_score'].flatten(1),
+                               ref_cosine(tokens[:, 1:], want).float())
 
 
 def test_locat_lazy_strike_is_one_option():

@@ -111,8 +111,7 @@ def test_scores_lazy_strike_gap_cls():
 
 def test_raw_tokens_input():
     raw = torch.randn(2, 1 + 16, C)  # CLS + a 4x4 grid
-    neck = PatchScoreNeck(
-        in_channels=C, pooling='cls', mode='classification')
+    neck = PatchScoreNeck(in_channels=C, pooling='cls', mode='classification')
     res = neck.forward_with_scores((raw, ))
     assert torch.equal(res['global_token'], raw[:, 0])
     assert torch.equal(res['outs'][0], raw[:, 0])
