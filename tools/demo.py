@@ -5,9 +5,9 @@
    ``tools/train.py`` (progress and ETA from the mmengine logger), which
    evaluates mIoU at the end;
 3. writes PNGs for a few validation images: image | ground truth |
-   prediction | patch score (cosine of each last-block patch token with the
-   CLS token, Locality-Attending Vision Transformer,
-   https://arxiv.org/abs/2603.04892), and prints their paths.
+   prediction | patch score (the backbone's ``forward_with_scores``: cosine
+   of each final-norm patch token with its global token,
+   ``docs/method.md#patch-score``), and prints their paths.
 
 ``--compare`` also trains the plain-ViT twin (GAug and PRR off) and prints
 both mIoUs side by side.
@@ -83,13 +83,6 @@ def train(name: str, work_dir: str, data_root: str) -> Dict:
     return metrics[-1]
 
 
-def patch_score_map(tokens: torch.Tensor, grid: tuple) -> np.ndarray:
-    """Cosine of every patch token with the CLS token, as an (h, w) map."""
-    from mmlocat.models.layers import patch_score
-    score = patch_score(tokens[:, 1:], tokens[:, 0])
-    return score[0].reshape(grid).float().numpy()
-
-
 def visualise(work_dir: str, data_root: str, num_vis: int) -> List[str]:
     """Write image | GT | prediction | patch-score PNGs; return paths."""
     from mmseg.apis import inference_model, init_model
@@ -106,11 +99,9 @@ def visualise(work_dir: str, data_root: str, num_vis: int) -> List[str]:
         model = init_model(CONFIGS['locat'], checkpoint, device='cpu')
     palette = ADE20KDataset.METAINFO['palette']
     captured = {}
-    # the patch embedding returns the (padded) patch grid with the tokens
-    model.backbone.patch_embed.register_forward_hook(
-        lambda m, args, out: captured.update(grid=tuple(out[1])))
-    model.backbone.layers[-1].register_forward_hook(
-        lambda m, args, out: captured.update(tokens=out))
+    # the preprocessed batch the segmentor gives its backbone
+    model.backbone.register_forward_pre_hook(
+        lambda m, args: captured.update(inputs=args[0]))
 
     root = osp.join(data_root, 'ADEChallengeData2016')
     images = sorted(glob(osp.join(root, 'images/validation/*.jpg')))
@@ -126,7 +117,9 @@ def visualise(work_dir: str, data_root: str, num_vis: int) -> List[str]:
             cv2.IMREAD_UNCHANGED).astype(np.int64)
         gt = np.where(gt == 0, 255, gt - 1)  # reduce-zero-label
         img = cv2.cvtColor(cv2.imread(img_path), cv2.COLOR_BGR2RGB)
-        score = patch_score_map(captured['tokens'].detach(), captured['grid'])
+        with torch.no_grad():
+            score = model.backbone.forward_with_scores(
+                captured['inputs'])['patch_score'][0, 0].numpy()
         out_file = osp.join(out_dir, f'{name}.png')
         save_panels([('image', img),
                      ('ground truth', colorize_labels(gt, palette)),

@@ -11,4 +11,4 @@ _base_ = './upernet_last-b_pascal-context-59.py'
 model = dict(
     backbone=dict(
         init_cfg=dict(checkpoint='checkpoints/vit-b_8xb512_in1k.pth')),
-    neck=dict(global_pool='gap'))
+    neck=dict(pooling='gap'))

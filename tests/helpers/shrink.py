@@ -82,7 +82,7 @@ model = dict(
         img_size=64, out_indices=(0, 1, 2, 3), init_cfg=None),
     neck=[
         dict(type='mmlocat.PatchScoreNeck', in_channels=32,
-             scales=(4, 2, 1, 0.5), modulate=False, global_pool='gap',
+             scales=(4, 2, 1, 0.5), modulate=False, pooling='gap',
              norm_cfg=dict(type='BN')),
         dict(type='FPN', in_channels=[32] * 4, out_channels=16, num_outs=5,
              norm_cfg=dict(type='BN')),

@@ -62,7 +62,7 @@ def test_config_loads_and_model_builds(name):
         model = MODELS.build(model_cfg)
     gaug = name.startswith('locat')
     assert (model.backbone.layers[0].attn.gaug is not None) == gaug
-    assert (model.backbone.prr is not None) == gaug
+    assert (model.backbone.pool.prr is not None) == gaug
     out = model(torch.rand(1, 3, 32, 32), mode='tensor')
     assert out.shape == (1, cfg.model.head.num_classes)
 

@@ -136,8 +136,8 @@ def test_upernet_recipe(name):
         assert backbone.final_norm is True  # the LazyStrike input
         assert model.neck.type == 'mmlocat.PatchScoreNeck'
         assert tuple(model.neck.scales) == (4, 2, 1, 0.5)
-        assert model.neck.global_pool == ('lazy_strike'
-                                          if kind == 'last' else 'gap')
+        assert model.neck.pooling == ('lazy_strike'
+                                      if kind == 'last' else 'gap')
     else:
         assert backbone.type == 'mmlocat.LocAtViT'
         assert model.neck.type == 'MultiLevelNeck'
@@ -270,8 +270,8 @@ def test_twin_changes_only_documented_keys(twin, base):
             'checkpoints/last-b_in1k.pth')
         assert vit_bb['init_cfg'].pop('checkpoint') == (
             'checkpoints/vit-b_8xb512_in1k.pth')
-        assert ref['model']['neck'].pop('global_pool') == 'lazy_strike'
-        assert vit['model']['neck'].pop('global_pool') == 'gap'
+        assert ref['model']['neck'].pop('pooling') == 'lazy_strike'
+        assert vit['model']['neck'].pop('pooling') == 'gap'
     else:
         # GAug and PRR off, plain ViT weights of the same size
         assert ref_bb.pop('gaug', True) is True

@@ -282,7 +282,7 @@ def _tiny_fvit(backbone_ckpt, emb, pooling='last'):
                 in_channels=32,
                 scales=(4, 2, 1, 0.5),
                 modulate=False,
-                global_pool='gap',
+                pooling='gap',
                 norm_cfg=dict(type='BN')),
             dict(
                 type='FPN',

@@ -101,7 +101,7 @@ model = dict(
         out_indices=(3, )),
     neck=[
         dict(type='mmlocat.PatchScoreNeck', in_channels=32,
-             scales=(4, 2, 1, 0.5), modulate=False, global_pool='gap',
+             scales=(4, 2, 1, 0.5), modulate=False, pooling='gap',
              norm_cfg=norm_cfg),
         dict(type='FPN', in_channels=[32] * 4, out_channels=32, num_outs=5),
     ],

@@ -68,8 +68,9 @@ def score_maps(model: torch.nn.Module, loaded: str,
                 if with_scores is not None else '')
         raise TypeError(
             f'no patch scores for {type(model.backbone).__name__}: use a '
-            'backbone with forward_with_scores (mmlocat.LaStViT, '
-            'mmlocat.CLIPViT) or type=mmlocat.PatchScoreClassifier' + need)
+            'backbone with forward_with_scores (every mmlocat ViT: '
+            'LaStViT, LocAtViT, CLIPViT, EVA02CLIPViT) or '
+            'type=mmlocat.PatchScoreClassifier' + need)
     return backbone_scores(inputs)
 
 

@@ -17,5 +17,5 @@ model = dict(
     neck=dict(
         type='mmlocat.PatchScoreNeck',
         scales=(4, 2, 1, 0.5),
-        global_pool='lazy_strike',
+        pooling='lazy_strike',
         topk=1))

@@ -42,7 +42,7 @@ model = dict(
             in_channels=768,
             scales=(4, 2, 1, 0.5),
             modulate=False,
-            global_pool='gap',
+            pooling='gap',
             norm_cfg=norm_cfg),
         dict(
             type='FPN',

@@ -1,22 +1,23 @@
 """The shared base of mmlocat's CLIP image towers (CLIPViT, EVA02CLIPViT).
 
-A :class:`~.last_vit.LaStViT` (LazyStrike or CLS global token) whose global
-token and patch tokens are mapped to the joint image-text space by
-:meth:`CLIPTower.embed_global`, with F-ViT's dense CLIP map (CLIPSelf,
-https://arxiv.org/abs/2310.01403): the last block's value path
+A :class:`~.vit_base.TokenLoopViT` (global token by ``pooling``,
+default LazyStrike) whose global token and patch tokens are mapped to the
+joint image-text space by :meth:`CLIPTower.embed_global`, with F-ViT's
+dense CLIP map (CLIPSelf, https://arxiv.org/abs/2310.01403): the last
+block's value path
 (:meth:`CLIPTower.value_path_block`), its projected unit-norm patch
 embeddings and the one-pass taps of :meth:`CLIPTower.forward_dense`. A
 tower defines only its layout: ``embed_global``, ``value_path_block`` and
 the name of its output projection (``OUTPUT_HEAD``, for layer-wise lr
 decay).
 """
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch.nn.functional as F
 from torch import Tensor
 
-from .last_vit import LaStViT
 from .vit_archs import VIT_ARCHS
+from .vit_base import TokenLoopViT
 
 __all__ = ['CLIPTower', 'clip_archs']
 
@@ -37,12 +38,16 @@ def clip_archs(b: dict, l: dict) -> dict:  # noqa: E741
     }
 
 
-class CLIPTower(LaStViT):
+class CLIPTower(TokenLoopViT):
     """Base of the CLIP image towers: joint-space outputs, dense map.
 
     Not registered: build :class:`~.clip_vit.CLIPViT` or
-    :class:`~.eva02_clip_vit.EVA02CLIPViT`.
+    :class:`~.eva02_clip_vit.EVA02CLIPViT`. The global token is pooled
+    after the final norm (open_clip's ``ln_post``) and then projected;
+    ``pooling`` defaults to ``'lazy_strike'`` (LaSt-CLIP), ``'cls'`` is
+    open_clip's own token.
     """
+    DEFAULT_POOLING = 'lazy_strike'
     #: Name of the output projection (a parameter or a module).
     OUTPUT_HEAD: str = ''
 
@@ -51,10 +56,6 @@ class CLIPTower(LaStViT):
         if output_dims is None:
             return self.arch_settings.get('output_dims')
         return output_dims
-
-    def embed_global(self, token: Tensor) -> Tensor:
-        """Map ``(..., C)`` tokens to the joint embedding space."""
-        raise NotImplementedError
 
     def value_path_block(self, tokens: Tensor) -> Tensor:
         """The last block with its attention replaced by the value path
@@ -67,16 +68,6 @@ class CLIPTower(LaStViT):
             ``(B, L, C)`` tokens.
         """
         raise NotImplementedError
-
-    def forward_with_scores(
-            self,
-            x: Tensor,
-            check_finite: Optional[bool] = None) -> Dict[str, Tensor]:
-        """As :meth:`LaStViT.forward_with_scores`, plus ``embedding``: the
-        projected global token."""
-        out = super().forward_with_scores(x, check_finite)
-        out['embedding'] = self.embed_global(out['global_token'])
-        return out
 
     def dense_embeddings(self, tokens: Tensor, hw: Tuple[int, int]) -> Tensor:
         """``(B, D, h, w)`` unit-norm projected patch embeddings of the

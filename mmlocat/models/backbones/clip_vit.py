@@ -77,9 +77,9 @@ class CLIPViT(CLIPTower):
         norm_cfg: Norm config; CLIP uses ``LayerNorm(eps=1e-5)``.
         layer_cfgs: Extra encoder-layer arguments; ``act_cfg`` there
             overrides ``act``.
-        **kwargs: Arguments of :class:`LaStViT` (``pooling``, ``topk``,
-            ``topk_ratio``, ``frozen``, ``with_cp``, ``out_type``,
-            ``out_indices``, ...).
+        **kwargs: Arguments of :class:`~.vit_base.TokenLoopViT`
+            (``pooling``, ``topk``, ``topk_ratio``, ``frozen``,
+            ``with_cp``, ``out_type``, ``out_indices``, ...).
     """
     # The shared ViT-B / ViT-L sizes with CLIP's joint-space widths.
     arch_zoo = clip_archs(b=dict(output_dims=512), l=dict(output_dims=768))
@@ -95,7 +95,7 @@ class CLIPViT(CLIPTower):
             if key in kwargs and not kwargs[key]:
                 raise ValueError(f'CLIPViT needs {key}=True')
         if act is None:
-            # mmseg injects ``pretrained=``, turned into init_cfg by LaStViT
+            # mmseg injects ``pretrained=``, turned into init_cfg by the base
             act = recorded_act(
                 pretrained_init_cfg(
                     kwargs.get('pretrained'), kwargs.get('init_cfg')))

@@ -61,9 +61,9 @@ class EVA02CLIPViT(CLIPTower):
         drop_path_rate: Maximum stochastic depth.
         layer_cfgs: Extra :class:`EVA02CLIPLayer` arguments, one dict for
             all layers or one per layer.
-        **kwargs: Arguments of :class:`LaStViT` (``pooling``, ``topk``,
-            ``topk_ratio``, ``frozen``, ``with_cp``, ``out_type``,
-            ``out_indices``, ``init_cfg``, ...).
+        **kwargs: Arguments of :class:`~.vit_base.TokenLoopViT`
+            (``pooling``, ``topk``, ``topk_ratio``, ``frozen``,
+            ``with_cp``, ``out_type``, ``out_indices``, ``init_cfg``, ...).
     """
     # The shared ViT-B / ViT-L sizes with EVA's SwiGLU widths (2/3 of 4x,
     # as released), joint-space widths and pre-training inputs.

@@ -7,7 +7,6 @@ token layout ``[CLS, registers, patches]``, position embeddings over all of
 them, timm-style resampling of the patch part at other input sizes.
 Built on mmpretrain's :class:`VisionTransformer` the way ``ViTEVA02`` is.
 """
-import math
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
@@ -15,9 +14,7 @@ from torch import nn
 
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from ..layers.prr import PRR
 from .locat_layers import LocAtEncoderLayer, build_gaug_cfg
-from .pos_embed import resample_pos_embed
 from .vit_archs import VIT_ARCHS
 from .vit_base import TokenLoopViT
 from .vit_init import names_scheme
@@ -56,13 +53,25 @@ class LocAtViT(TokenLoopViT):
             to 'cls_token' with CLS pooling and 'avg_featmap' with GAP.
             PRR runs for the pooled outputs only; 'featmap' / 'raw' are the
             block outputs (after the final norm for the last block).
-        pooling: 'cls' (CLS token, final LayerNorm) or 'gap' (no CLS token,
+        pooling: 'cls' (CLS token, final LayerNorm), 'gap' (no CLS token,
             no final norm, LayerNorm after averaging the patch tokens, as
-            timm's ``global_pool='avg'``). ``None`` (default): 'cls', or
-            'gap' with ``with_cls_token=False`` (then with the host's
-            ``final_norm=True`` default).
+            timm's ``global_pool='avg'``) or 'lazy_strike' (LaSt-ViT's
+            global token; CLS token kept, final LayerNorm). ``None``
+            (default): 'cls', or 'gap' with ``with_cls_token=False`` (then
+            with the host's ``final_norm=True`` default). See
+            :class:`~mmlocat.models.layers.GlobalPool`.
+        topk: LazyStrike's patches per channel (``pooling='lazy_strike'``).
+        topk_ratio: LazyStrike's fraction of the patches instead of
+            ``topk``.
+        lazy_strike_score: ``'code'`` or ``'paper'``.
+        lazy_strike_window: ``'code'`` or ``'centered'``.
+        score_query: The token the patch scores of
+            :meth:`~.vit_base.TokenLoopViT.forward_with_scores` are the
+            cosine with: ``'global'`` or ``'cls'`` (the CLS output).
         gaug: Gaussian-augmented attention in every block.
-        prr: Patch representation refinement before pooling.
+        prr: Patch representation refinement before pooling (the pooled
+            outputs and the global token; the scored patch tokens are the
+            block outputs).
         gaug_cfg: GAug options, a dict with any of ``clamp`` (clamp the
             distance terms; turn off to visualise), ``impl`` (the kernel,
             all exact: 'auto' (default: the fastest for the device and grad
@@ -123,7 +132,6 @@ class LocAtViT(TokenLoopViT):
     """
     REFUSED_ARCHS = REFUSED_ARCHS
     arch_zoo = {k: v for k, v in VIT_ARCHS.items() if k not in REFUSED_ARCHS}
-    POOLINGS = ('cls', 'gap')
     NEW_KEY_GROUPS = ('attn.gaug.', )
     DEFAULT_POS_EMBED_CFG = dict(resample='timm', antialias=True)
 
@@ -135,6 +143,11 @@ class LocAtViT(TokenLoopViT):
                  out_indices: Union[int, Sequence[int]] = -1,
                  out_type: Optional[str] = None,
                  pooling: Optional[str] = None,
+                 topk: Optional[int] = 1,
+                 topk_ratio: Optional[float] = None,
+                 lazy_strike_score: str = 'code',
+                 lazy_strike_window: str = 'code',
+                 score_query: str = 'global',
                  gaug: bool = True,
                  prr: bool = True,
                  gaug_cfg: Optional[dict] = None,
@@ -162,17 +175,15 @@ class LocAtViT(TokenLoopViT):
         if pooling is None:
             pooling = 'gap' if with_cls_token is False else 'cls'
         elif final_norm is None:
-            final_norm = pooling == 'cls'  # timm's global_pool='avg'
-        if pooling not in self.POOLINGS:
-            raise ValueError(f'pooling must be one of {self.POOLINGS}, got '
-                             f'{pooling!r}')
-        if with_cls_token is not None and with_cls_token != (pooling == 'cls'):
+            final_norm = pooling != 'gap'  # timm's global_pool='avg'
+        has_cls = pooling != 'gap'
+        if with_cls_token is not None and with_cls_token != has_cls:
             raise ValueError(
                 f'with_cls_token={with_cls_token} contradicts '
-                f"pooling={pooling!r} ('cls' pools the CLS token, 'gap' "
-                'builds none)')
+                f"pooling={pooling!r} ('gap' builds no CLS token, 'cls' and "
+                "'lazy_strike' keep one)")
         if out_type is None:
-            out_type = 'cls_token' if pooling == 'cls' else 'avg_featmap'
+            out_type = 'avg_featmap' if pooling == 'gap' else 'cls_token'
         if pooling == 'gap' and out_type == 'cls_token':
             raise ValueError(
                 "out_type='cls_token' needs a CLS token (with_cls_token must "
@@ -193,7 +204,14 @@ class LocAtViT(TokenLoopViT):
             norm_cfg=norm_cfg,
             final_norm=True if final_norm is None else final_norm,
             out_type=out_type,
-            with_cls_token=pooling == 'cls',
+            with_cls_token=has_cls,
+            pooling=pooling,
+            topk=topk,
+            topk_ratio=topk_ratio,
+            lazy_strike_score=lazy_strike_score,
+            lazy_strike_window=lazy_strike_window,
+            score_query=score_query,
+            prr=prr,
             frozen_stages=frozen_stages,
             frozen=frozen,
             with_cp=with_cp,
@@ -204,10 +222,9 @@ class LocAtViT(TokenLoopViT):
             patch_cfg=patch_cfg,
             pre_norm=pre_norm,
             init_cfg=init_cfg)
-        self.pooling = pooling
         self.num_heads = self.arch_settings['num_heads']
         self.num_register_tokens = num_register_tokens
-        self.num_extra_tokens = int(pooling == 'cls') + num_register_tokens
+        self.num_extra_tokens = int(has_cls) + num_register_tokens
 
         self.reg_token = nn.Parameter(
             torch.zeros(1, num_register_tokens,
@@ -232,8 +249,6 @@ class LocAtViT(TokenLoopViT):
             qkv_bias=qkv_bias,
             norm_cfg=norm_cfg)
 
-        self.prr = PRR(self.num_heads) if prr else None
-
     def init_weights(self) -> None:
         """As the base (the public code's scheme with
         ``init_cfg=dict(type='mmlocat.TimmViTInit')``); the host's random
@@ -251,38 +266,6 @@ class LocAtViT(TokenLoopViT):
             unused['cls_token'] = "pooling='gap' builds no CLS token"
         return unused
 
-    def _prepare_pos_embed(self, state_dict: dict, prefix: str, *args,
-                           **kwargs) -> None:
-        """Resize a checkpoint's ``pos_embed`` to this model on loading."""
-        name = prefix + 'pos_embed'
-        if name not in state_dict or self.pos_embed is None:
-            return
-        ckpt = state_dict[name]
-        if ckpt.shape == self.pos_embed.shape or ckpt.dim() != 3:
-            return  # equal, or let load_state_dict report the mismatch
-        num_prefix = self.num_extra_tokens
-        length = ckpt.shape[1]
-        if (self.cls_token is None and not _is_square(length - num_prefix)
-                and _is_square(length - num_prefix - 1)):
-            # The checkpoint has a CLS embedding this model does not use.
-            ckpt = ckpt[:, 1:]
-            length -= 1
-        if not _is_square(length - num_prefix):
-            raise ValueError(
-                f'cannot resize pos_embed of shape {tuple(ckpt.shape)} '
-                f'from the checkpoint: with {num_prefix} prefix tokens its '
-                f'{length - num_prefix} patch positions are not a square '
-                'grid (different number of CLS/register tokens?)')
-        side = math.isqrt(length - num_prefix)
-        from mmengine.logging import MMLogger
-        MMLogger.get_current_instance().info(
-            f'Resize the pos_embed shape from {tuple(state_dict[name].shape)}'
-            f' to {tuple(self.pos_embed.shape)}.')
-        state_dict[name] = resample_pos_embed(ckpt, (side, side),
-                                              self.patch_resolution,
-                                              num_prefix, self.pos_embed_cfg,
-                                              self.interpolate_mode)
-
     def get_layer_depth(self,
                         param_name: str,
                         prefix: str = '') -> Tuple[int, int]:
@@ -292,26 +275,9 @@ class LocAtViT(TokenLoopViT):
         return super().get_layer_depth(param_name, prefix)
 
     def prefix_tokens(self) -> Sequence[torch.Tensor]:
-        """CLS (with ``pooling='cls'``), then the registers."""
+        """CLS (unless ``pooling='gap'``), then the registers."""
         return [t for t in (self.cls_token, self.reg_token) if t is not None]
 
     def layer_args(self, hw: Tuple[int, int], tokens: torch.Tensor) -> tuple:
         """GAug's blocks receive the patch grid."""
         return (hw, )
-
-    def _format_output(self,
-                       x: torch.Tensor,
-                       hw: tuple,
-                       check_finite: bool = False) -> torch.Tensor:
-        if self.out_type in ('raw', 'featmap'):
-            return super()._format_output(x, hw)
-        # Pooled (classification) outputs see the tokens after PRR.
-        if self.prr is not None:
-            x = self.prr(x)
-        if self.out_type == 'cls_token':
-            return x[:, 0]
-        return self.ln2(x[:, self.num_extra_tokens:].mean(dim=1))
-
-
-def _is_square(n: int) -> bool:
-    return n > 0 and math.isqrt(n)**2 == n

@@ -12,7 +12,12 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   what each block call receives besides the tokens
   (:meth:`~TokenLoopViT.layer_args`: nothing, the patch grid for GAug, the
   RoPE table for EVA) and how kept tokens become outputs
-  (``_format_output``);
+  (``_format_output``: the host's dense formats, and the global token of
+  :class:`~mmlocat.models.layers.GlobalPool` for ``out_type='cls_token'``);
+* one global token and one patch-score interface for every backbone:
+  ``pooling`` (``'cls'`` / ``'gap'`` / ``'lazy_strike'`` and LazyStrike's
+  options), ``score_query``, ``prr``, and :meth:`TokenLoopViT.
+  forward_with_scores` (``docs/method.md#patch-score``);
 * activation checkpointing per block (``with_cp``, as mmpretrain's and
   mmseg's ViTs): the loop runs each block under
   :func:`torch.utils.checkpoint.checkpoint` (non-reentrant), so training
@@ -26,10 +31,13 @@ mmpretrain's ``VisionTransformer`` plus :class:`TokenLoopViT`:
   that many blocks; ``frozen=True``: everything), applied by
   :meth:`TokenLoopViT.apply_freezing` once the leaf class has built every
   part (blocks replaced, heads added) and kept by :meth:`TokenLoopViT.train`;
-  ``init_weights`` with the whole-model schemes of :mod:`.vit_init`.
+  ``init_weights`` with the whole-model schemes of :mod:`.vit_init`;
+  a checkpoint's position embedding of another grid resampled on loading by
+  the ``pos_embed_cfg`` rule (:meth:`TokenLoopViT._prepare_pos_embed`).
 """
 import contextlib
 import copy
+import math
 from abc import ABCMeta
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -42,6 +50,7 @@ from torch.utils.checkpoint import checkpoint
 
 from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers.finite import finite_checks_on
+from ..layers.global_pool import GlobalPool
 from .pos_embed import build_pos_embed_cfg, resample_pos_embed
 from .vit_archs import refuse_archs
 from .vit_checks import (StrictPretrainedMixin, check_arch_args,
@@ -77,7 +86,23 @@ class TokenLoopViT(
             norm); they stay in eval mode.
         frozen: Freeze every parameter and stay in eval mode (a frozen
             tower: F-ViT, zero-shot segmentation).
+        pooling: The global token of ``out_type='cls_token'`` and of
+            :meth:`forward_with_scores`: ``'cls'`` (the CLS output),
+            ``'gap'`` (the patch-token mean) or ``'lazy_strike'``
+            (LaSt-ViT's LazyStrike); ``None``: the class's
+            ``DEFAULT_POOLING`` (``'cls'`` here). See
+            :class:`~mmlocat.models.layers.GlobalPool`.
+        topk: LazyStrike's patches per channel (released weights: 1).
+        topk_ratio: LazyStrike's fraction of the patches instead of
+            ``topk``.
+        lazy_strike_score: ``'code'`` (released weights) or ``'paper'``.
+        lazy_strike_window: ``'code'`` (released weights) or
+            ``'centered'``.
+        score_query: The token the patch scores are the cosine with:
+            ``'global'`` (the global token) or ``'cls'`` (the CLS output).
+        prr: LocAtViT's PRR before pooling (the pooled outputs only).
         pos_embed_cfg: The position-embedding resampling at other grids
+            and of a checkpoint of another grid on loading
             (:mod:`.pos_embed`); ``None``: the class's
             ``DEFAULT_POS_EMBED_CFG`` (the host's resize here).
         with_cp: Activation checkpointing of every block in training
@@ -94,12 +119,20 @@ class TokenLoopViT(
     #: :meth:`constant_pos_embed` only.
     _pos_embed_cache: Optional[Dict[Tuple[int, int], Tensor]] = None
     DEFAULT_POS_EMBED_CFG = dict(resample='host')
+    DEFAULT_POOLING = 'cls'
 
     def __init__(self,
                  arch: Union[str, dict] = 'base',
                  out_indices: Union[int, Sequence[int]] = -1,
                  frozen_stages: int = -1,
                  frozen: bool = False,
+                 pooling: Optional[str] = None,
+                 topk: Optional[int] = 1,
+                 topk_ratio: Optional[float] = None,
+                 lazy_strike_score: str = 'code',
+                 lazy_strike_window: str = 'code',
+                 score_query: str = 'global',
+                 prr: bool = False,
                  pos_embed_cfg: Optional[dict] = None,
                  with_cp: bool = False,
                  pretrained: Optional[str] = None,
@@ -121,6 +154,15 @@ class TokenLoopViT(
         self.frozen = frozen
         self.with_cp = with_cp
         self.pos_embed_cfg = pos_embed_cfg
+        self.pool = GlobalPool(
+            self.DEFAULT_POOLING if pooling is None else pooling, topk,
+            topk_ratio, lazy_strike_score, lazy_strike_window, score_query,
+            self.arch_settings['num_heads'] if prr else None)
+
+    @property
+    def pooling(self) -> str:
+        """The global-token choice (``self.pool.pooling``)."""
+        return self.pool.pooling
 
     def apply_freezing(self) -> None:
         """Freeze what ``frozen_stages`` / ``frozen`` say (called once the
@@ -294,20 +336,119 @@ class TokenLoopViT(
                 kept.append(tokens)
         return kept, hw
 
+    def embed_global(self, token: Tensor) -> Tensor:
+        """Map ``(..., C)`` tokens to the output space (identity here; a
+        CLIP tower projects them to the joint space)."""
+        return token
+
     def _format_output(self,
                        x: Tensor,
                        hw: tuple,
                        check_finite: bool = False) -> Tensor:
-        """The host's output formats; a ``featmap`` is made contiguous.
+        """One output of :meth:`forward`.
 
-        mmpretrain's ``featmap`` is a permuted view of the tokens (NHWC
-        memory), and convolutions keep that layout, so an FPN's outputs are
-        NHWC too. mmcv's ``RoIAlign`` reads its input as contiguous NCHW
-        memory whatever the strides (open-mmlab/mmcv#2203): every mmdet RoI
-        head would pool from the wrong positions. One copy per output.
+        ``'cls_token'``: the global token (:attr:`pool`), then
+        :meth:`embed_global`; ``'avg_featmap'``: the host's norm after the
+        patch-token mean (after PRR when on); ``'raw'`` / ``'featmap'``: the
+        host's, a ``featmap`` made contiguous: mmpretrain's is a permuted
+        view of the tokens (NHWC memory), and convolutions keep that layout,
+        so an FPN's outputs are NHWC too; mmcv's ``RoIAlign`` reads its
+        input as contiguous NCHW memory whatever the strides
+        (open-mmlab/mmcv#2203): every mmdet RoI head would pool from the
+        wrong positions. One copy per output.
         """
+        if self.out_type == 'cls_token':
+            return self.embed_global(
+                self.pool(x, self.num_extra_tokens, check_finite,
+                          self.cls_token is not None))
+        if self.out_type == 'avg_featmap':
+            patches = self.pool.refine(x)[:, self.num_extra_tokens:]
+            return self.ln2(patches.mean(dim=1))
         out = super()._format_output(x, hw)
         return out.contiguous() if out.dim() == 4 else out
+
+    def forward_with_scores(
+            self,
+            x: Tensor,
+            check_finite: Optional[bool] = None) -> Dict[str, Tensor]:
+        """Global token, patch scores and LazyStrike votes, for analysis
+        (``docs/method.md#patch-score``).
+
+        Args:
+            x: ``(B, 3, H, W)`` images.
+            check_finite: As in :meth:`forward`.
+
+        Returns:
+            A dict with :meth:`GlobalPool.scores
+            <mmlocat.models.layers.GlobalPool.scores>`' ``global_token``
+            ``(B, C)`` (before any output projection), ``patch_score``
+            ``(B, 1, h, w)`` and ``vote_map`` ``(B, 1, h, w)`` (LazyStrike's
+            votes whatever the pooling, to compare), ``embedding`` (the
+            global token through :meth:`embed_global`) and ``featmap``
+            ``(B, C, h, w)`` (the scored final-norm patch tokens).
+        """
+        check = self.checks_finite(check_finite)
+        (tokens, ), hw = self.forward_intermediates(x, [len(self.layers) - 1],
+                                                    check)
+        out = self.pool.scores(
+            tokens,
+            hw,
+            self.num_extra_tokens,
+            check,
+            votes=True,
+            has_cls=self.cls_token is not None)
+        out['embedding'] = self.embed_global(out['global_token'])
+        patches = tokens[:, self.num_extra_tokens:]
+        out['featmap'] = patches.reshape(patches.shape[0], *hw,
+                                         -1).permute(0, 3, 1, 2)
+        return out
+
+    def _prepare_pos_embed(self, state_dict: dict, prefix: str, *args,
+                           **kwargs) -> None:
+        """Resample a checkpoint's ``pos_embed`` of another grid to this
+        model on loading, by the ``pos_embed_cfg`` rule (the host's
+        ``_prepare_pos_embed`` for the default ``resample='host'``; a
+        non-square source grid is refused with a message)."""
+        name = prefix + 'pos_embed'
+        if name not in state_dict or self.pos_embed is None:
+            return
+        ckpt = state_dict[name]
+        if ckpt.dim() != 3:
+            return  # let load_state_dict report the mismatch
+        num_prefix = self.num_extra_tokens
+        length = ckpt.shape[1]
+        if self.cls_token is None and (length == self.pos_embed.shape[1] + 1 or
+                                       (not _is_square(length - num_prefix) and
+                                        _is_square(length - num_prefix - 1))):
+            # The checkpoint has a CLS embedding this model does not use.
+            ckpt = state_dict[name] = ckpt[:, 1:]
+            length -= 1
+        if ckpt.shape == self.pos_embed.shape:
+            return
+        if not _is_square(length - num_prefix):
+            raise ValueError(
+                f'cannot resize pos_embed of shape {tuple(ckpt.shape)} '
+                f'from the checkpoint: with {num_prefix} prefix tokens its '
+                f'{length - num_prefix} patch positions are not a square '
+                'grid (different number of CLS/register tokens?)')
+        side = math.isqrt(length - num_prefix)
+        from mmengine.logging import MMLogger
+        MMLogger.get_current_instance().info(
+            f'Resize the pos_embed shape from {tuple(ckpt.shape)}'
+            f' to {tuple(self.pos_embed.shape)}.')
+        state_dict[name] = resample_pos_embed(ckpt, (side, side),
+                                              self.patch_resolution,
+                                              num_prefix, self.pos_embed_cfg,
+                                              self.interpolate_mode)
+
+    def get_layer_depth(self,
+                        param_name: str,
+                        prefix: str = '') -> Tuple[int, int]:
+        """Layer depth for layer-wise lr decay, as the host; ``pre_norm``
+        is the stem (the host puts it with the head)."""
+        if param_name.startswith(prefix + 'pre_norm'):
+            return 0, self.num_layers + 2
+        return super().get_layer_depth(param_name, prefix)
 
     def forward(self,
                 x: Tensor,
@@ -322,3 +463,7 @@ class TokenLoopViT(
         check = self.checks_finite(check_finite)
         tokens, hw = self.forward_intermediates(x, self.out_indices, check)
         return tuple(self._format_output(t, hw, check) for t in tokens)
+
+
+def _is_square(n: int) -> bool:
+    return n > 0 and math.isqrt(n)**2 == n

@@ -7,7 +7,8 @@ Plain Vision Transformer Backbones for Object Detection",
 https://arxiv.org/abs/2203.16527) and mmseg's ``MultiLevelNeck``.
 
 The neck scores every patch of the last backbone map by its cosine with a
-global token (LazyStrike, the backbone's CLS output, or GAP), builds strides
+global token (:class:`~mmlocat.models.layers.GlobalPool`, the backbones'
+component: LazyStrike, the backbone's CLS output, or GAP), builds strides
 4/8/16/32 from a plain ViT's stride-16 map, and lets the score modulate each
 level as ``F * (1 + gamma_l * resize(s))``. ``gamma_l`` starts at 0, so a
 freshly built neck is exactly a plain pyramid.
@@ -22,7 +23,7 @@ from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
-from ..layers import LazyStrikePool, patch_score
+from ..layers import GlobalPool
 from ..layers.finite import finite_checks_on
 
 __all__ = ['PatchScoreNeck']
@@ -69,7 +70,7 @@ class PatchScoreNeck(BaseModule):
 
     * a ``(B, C, h, w)`` feature map (e.g. ``out_type='featmap'``);
     * a ``(featmap, token)`` pair with the backbone's ``(B, C)`` global token
-      (needed by ``global_pool='cls'``);
+      (needed by ``pooling='cls'`` and ``score_query='cls'``);
     * ``(B, P + h*w, C)`` raw tokens (mmpretrain ``out_type='raw'``) with
       ``P = num_prefix_tokens`` prefix tokens; the first one is the CLS
       output, the grid must be square (pass a pair for non-square inputs).
@@ -90,13 +91,19 @@ class PatchScoreNeck(BaseModule):
             a ``2**k`` max-pool. ``(4, 2, 1, 0.5)`` turns a stride-16 map
             into strides 4/8/16/32.
         mode: ``'pyramid'`` or ``'classification'``.
-        global_pool: ``'lazy_strike'`` (LazyStrike of the scored map's
-            tokens), ``'cls'`` (the backbone's token: CLS output of a plain
-            ViT, or LaSt-ViT's token) or ``'gap'`` (mean of the tokens).
+        pooling: The global token, as the backbones' ``pooling``
+            (:class:`~mmlocat.models.layers.GlobalPool`): ``'lazy_strike'``
+            (LazyStrike of the scored map's tokens), ``'cls'`` (the
+            backbone's token: CLS output of a plain ViT, or LaSt-ViT's
+            token) or ``'gap'`` (mean of the tokens; on a CNN map with
+            ``mode='classification'`` it is mmpretrain's
+            ``GlobalAveragePooling``).
         topk: LazyStrike patches per channel.
         topk_ratio: LazyStrike fraction of patches instead of ``topk``.
         lazy_strike_score: ``'code'`` or ``'paper'``.
         lazy_strike_window: ``'code'`` or ``'centered'``.
+        score_query: ``'global'`` (the global token) or ``'cls'`` (the
+            backbone's token), as the backbones'.
         modulate: Multiply level ``l`` by ``1 + gamma_l * resize(s)`` with a
             learnable ``gamma_l`` initialised to 0.
         num_prefix_tokens: Prefix (CLS, register) tokens of raw inputs.
@@ -106,18 +113,18 @@ class PatchScoreNeck(BaseModule):
         init_cfg: Initialisation config of :class:`BaseModule`.
     """
     MODES = ('pyramid', 'classification')
-    POOLS = ('lazy_strike', 'cls', 'gap')
 
     def __init__(self,
                  in_channels: Union[int, Sequence[int]],
                  out_channels: Optional[int] = None,
                  scales: Sequence[float] = (4, 2, 1, 0.5),
                  mode: str = 'pyramid',
-                 global_pool: str = 'lazy_strike',
+                 pooling: str = 'lazy_strike',
                  topk: Optional[int] = 1,
                  topk_ratio: Optional[float] = None,
                  lazy_strike_score: str = 'code',
                  lazy_strike_window: str = 'code',
+                 score_query: str = 'global',
                  modulate: bool = True,
                  num_prefix_tokens: int = 1,
                  norm_cfg: Optional[dict] = None,
@@ -126,23 +133,17 @@ class PatchScoreNeck(BaseModule):
         super().__init__(init_cfg=init_cfg)
         if mode not in self.MODES:
             raise ValueError(f'mode must be one of {self.MODES}, got {mode!r}')
-        if global_pool not in self.POOLS:
-            raise ValueError(f'global_pool must be one of {self.POOLS}, got '
-                             f'{global_pool!r}')
+        self.pool = GlobalPool(pooling, topk, topk_ratio, lazy_strike_score,
+                               lazy_strike_window, score_query)
         if num_prefix_tokens < 0:
             raise ValueError('num_prefix_tokens must be >= 0, got '
                              f'{num_prefix_tokens}')
         self.mode = mode
-        self.global_pool = global_pool
         self.num_prefix_tokens = num_prefix_tokens
         self.in_channels = ([in_channels] if isinstance(in_channels, int) else
                             list(in_channels))
         if not self.in_channels or min(self.in_channels) < 1:
             raise ValueError(f'invalid in_channels {in_channels}')
-        self.lazy_strike = (
-            LazyStrikePool(topk, topk_ratio, lazy_strike_score,
-                           lazy_strike_window)
-            if global_pool == 'lazy_strike' else None)
         self.scales = tuple(float(s) for s in scales)
         self.out_channels = out_channels
         self.modulate = modulate and mode == 'pyramid'
@@ -176,8 +177,9 @@ class PatchScoreNeck(BaseModule):
         if self.modulate:
             self.gamma = nn.Parameter(torch.zeros(num_levels))
 
-    def _split(self, item: NeckInput) -> Tuple[Tensor, Optional[Tensor]]:
-        """One input element -> ``(featmap (B, C, h, w), token or None)``."""
+    def _split(self, item: NeckInput) -> Tuple[Tensor, Tensor, int]:
+        """One input element -> ``(featmap (B, C, h, w), tokens (B, P + h*w,
+        C), P)``: the map for the pyramid, the sequence to pool and score."""
         if isinstance(item, (tuple, list)):
             if len(item) != 2:
                 raise ValueError('a pair input must be (featmap, token), got '
@@ -189,11 +191,14 @@ class PatchScoreNeck(BaseModule):
                 raise ValueError('a pair input must be (featmap (B, C, h, w),'
                                  ' token (B, C)), got shapes '
                                  f'{[tuple(t.shape) for t in item]}')
-            return featmap, token
+            tokens = torch.cat(
+                [token[:, None],
+                 featmap.flatten(2).transpose(1, 2)], dim=1)
+            return featmap, tokens, 1
         if not isinstance(item, Tensor):
             raise TypeError(f'neck inputs must be tensors, got {type(item)}')
         if item.dim() == 4:
-            return item, None
+            return item, item.flatten(2).transpose(1, 2), 0
         if item.dim() == 3:
             batch, length, channels = item.shape
             num = length - self.num_prefix_tokens
@@ -206,44 +211,29 @@ class PatchScoreNeck(BaseModule):
             patches = item[:, self.num_prefix_tokens:]
             featmap = patches.transpose(1, 2).reshape(batch, channels, side,
                                                       side)
-            token = item[:, 0] if self.num_prefix_tokens > 0 else None
-            return featmap, token
+            return featmap, item, self.num_prefix_tokens
         raise ValueError('neck inputs must be (B, C, h, w) maps, (B, L, C) '
                          f'tokens or pairs, got shape {tuple(item.shape)}')
 
-    def compute_scores(
-            self,
-            featmap: Tensor,
-            token: Optional[Tensor] = None) -> Dict[str, Optional[Tensor]]:
-        """Global token, ``(B, 1, h, w)`` patch scores and LazyStrike votes.
+    def compute_scores(self, featmap: Tensor, tokens: Tensor,
+                       num_prefix_tokens: int) -> Dict[str, Optional[Tensor]]:
+        """Global token, ``(B, 1, h, w)`` patch scores and LazyStrike votes
+        of one :meth:`_split` input (:meth:`GlobalPool.scores
+        <mmlocat.models.layers.GlobalPool.scores>`).
 
-        Args:
-            featmap: ``(B, C, h, w)`` map to score (final-norm tokens).
-            token: The backbone's ``(B, C)`` global token, used by
-                ``global_pool='cls'``.
-
-        Returns:
-            ``global_token`` ``(B, C)``, ``patch_score`` ``(B, 1, h, w)`` and
-            ``vote_map`` ``(B, 1, h, w)`` (None unless LazyStrike pools).
+        Raises:
+            ValueError: If ``pooling='cls'`` or ``score_query='cls'`` and
+                the input carries no backbone token.
         """
-        batch, channels, h, w = featmap.shape
-        tokens = featmap.flatten(2).transpose(1, 2)
+        if num_prefix_tokens == 0 and 'cls' in (self.pool.pooling,
+                                                self.pool.score_query):
+            raise ValueError(
+                f'pooling={self.pool.pooling!r}, score_query='
+                f"{self.pool.score_query!r} need the backbone's global "
+                "token: use out_type='raw' tokens or (featmap, token) pairs")
         check = finite_checks_on(None, self.training)
-        votes = None
-        if self.global_pool == 'lazy_strike':
-            pooled, votes = self.lazy_strike(tokens, check_finite=check)
-            votes = votes.reshape(batch, 1, h, w)
-        elif self.global_pool == 'gap':
-            pooled = tokens.mean(dim=1)
-        else:
-            if token is None:
-                raise ValueError(
-                    "global_pool='cls' needs the backbone's global token: "
-                    "use out_type='raw' tokens or (featmap, token) pairs")
-            pooled = token
-        score = patch_score(
-            tokens, pooled, check_finite=check).reshape(batch, 1, h, w)
-        return dict(global_token=pooled, patch_score=score, vote_map=votes)
+        return self.pool.scores(tokens, featmap.shape[-2:], num_prefix_tokens,
+                                check)
 
     def forward_with_scores(self,
                             inputs: Sequence[NeckInput]) -> Dict[str, object]:

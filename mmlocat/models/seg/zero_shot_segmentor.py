@@ -161,9 +161,9 @@ class ZeroShotSegmentor(BaseSegmentor):
         if pretrained is not None:
             backbone['pretrained'] = pretrained
         self.backbone = MODELS.build(backbone)
-        if not hasattr(self.backbone, 'embed_global'):
+        if not hasattr(self.backbone, 'dense_embeddings'):
             raise TypeError(f'{backbone["type"]} is not a CLIP tower (no '
-                            'embed_global); use mmlocat.CLIPViT or '
+                            'dense_embeddings); use mmlocat.CLIPViT or '
                             'mmlocat.EVA02CLIPViT')
         if getattr(self.backbone, 'output_dims', None) is None and getattr(
                 self.backbone, 'head', None) is None:

@@ -293,7 +293,7 @@ def test_layer_depth_and_bad_options():
     assert model.get_layer_depth('backbone.pre_norm.weight',
                                  'backbone.') == (0, 4)
     with pytest.raises(ValueError, match='pooling'):
-        tiny(pooling='gap')
+        tiny(pooling='max')
     with pytest.raises(ValueError, match='topk'):
         tiny(topk=0)
     with pytest.raises(ValueError, match='window'):

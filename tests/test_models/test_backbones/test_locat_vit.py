@@ -111,7 +111,7 @@ def test_layer_names_and_gaug_constants():
     assert isinstance(model.layers[0].ffn.layers[0][1], nn.GELU)
     assert model.layers[0].ffn.layers[0][1].approximate == 'none'
     assert tiny(gaug=False).layers[0].attn.gaug is None
-    assert tiny(prr=False).prr is None
+    assert tiny(prr=False).pool.prr is None
 
 
 # ------------------------------------------------------------------ outputs

@@ -43,26 +43,58 @@ def test_lastvit_backbone_scores_and_same_logits():
         torch.testing.assert_close(pred.pred_score, logits[i].softmax(-1))
 
 
-def test_plain_vit_uses_cls_output_and_final_norm_tokens():
+def _old_hook_rule(backbone, x):
+    """The scores the classifier computed for a backbone without
+    ``forward_with_scores`` before issue 27 (transcribed): a ViT's
+    final-norm tokens and patch grid read with forward hooks, cosine with
+    the CLS output (GAP without a CLS token); a CNN's last map, cosine with
+    its global average pool."""
+    if not hasattr(backbone, 'patch_embed'):
+        last = backbone(x)[-1]
+        tokens = last.flatten(2).transpose(1, 2)
+        score = patch_score(tokens, tokens.mean(dim=1))
+        return score.reshape(last.shape[0], 1, *last.shape[-2:])
+    grids, finals = [], []
+    final = backbone.ln1 if backbone.final_norm else backbone.layers[-1]
+    h1 = backbone.patch_embed.register_forward_hook(
+        lambda _m, _i, out: grids.append(out))
+    h2 = final.register_forward_hook(lambda _m, _i, out: finals.append(out))
+    try:
+        backbone(x)
+    finally:
+        h1.remove()
+        h2.remove()
+    tokens, hw = finals[-1], tuple(grids[-1][1])
+    patches = tokens[:, backbone.num_extra_tokens:]
+    query = tokens[:, 0] if backbone.num_extra_tokens else patches.mean(1)
+    return patch_score(patches, query).reshape(tokens.shape[0], 1, *hw)
+
+
+def test_plain_vit_through_the_neck_equals_the_old_hook_scores():
+    """A plain mmpretrain ViT: ``out_type='raw'`` + ``PatchScoreNeck(
+    pooling='cls', mode='classification')`` gives the scores the removed
+    hook path computed and the plain classifier's logits."""
     backbone = dict(
         type='VisionTransformer', arch=ARCH, img_size=64, patch_size=16)
-    model = _build(backbone)
-    raw = MODELS.build({**backbone, 'out_type': 'raw'})
-    raw.load_state_dict(model.backbone.state_dict())
-    raw.eval()
-    x = _images()
+    plain = _build(backbone)
+    model = _build({
+        **backbone, 'out_type': 'raw'
+    },
+                   neck=dict(
+                       type='mmlocat.PatchScoreNeck',
+                       in_channels=32,
+                       mode='classification',
+                       pooling='cls'))
+    model.load_state_dict(plain.state_dict(), strict=True)
+    x = _images(64, 64)
     with torch.no_grad():
         preds = model.predict(x)
-        tokens = raw(x)[-1]  # (B, 1 + 12, C) after the final norm
-        logits = model(x, mode='tensor')
-    expected = patch_score(tokens[:, 1:], tokens[:, 0]).reshape(2, 4, 3)
+        want = _old_hook_rule(plain.backbone, x)
+        logits = plain(x, mode='tensor')
     for i, pred in enumerate(preds):
-        torch.testing.assert_close(pred.patch_score, expected[i])
+        assert torch.equal(pred.patch_score, want[i, 0])
         assert 'vote_map' not in pred
-        torch.testing.assert_close(pred.pred_score, logits[i].softmax(-1))
-    # the hooks are gone afterwards
-    assert not model.backbone.ln1._forward_hooks
-    assert not model.backbone.patch_embed._forward_hooks
+        assert torch.equal(pred.pred_score, logits[i].softmax(-1))
 
 
 def test_neck_scores_take_priority():
@@ -77,7 +109,7 @@ def test_neck_scores_take_priority():
             type='mmlocat.PatchScoreNeck',
             in_channels=32,
             mode='classification',
-            global_pool='gap'))
+            pooling='gap'))
     x = _images()
     with torch.no_grad():
         preds = model.predict(x)
@@ -88,23 +120,35 @@ def test_neck_scores_take_priority():
     assert 'vote_map' not in preds[0]  # GAP has no votes
 
 
-def test_cnn_backbone_gap_fallback():
+def test_cnn_through_the_neck_equals_the_old_gap_scores():
+    """A CNN: ``PatchScoreNeck(pooling='gap', mode='classification')``
+    gives the removed GAP-fallback scores and the logits of the same
+    network with mmpretrain's ``GlobalAveragePooling`` neck."""
+    backbone = dict(
+        type='ResNet',
+        depth=18,
+        stem_channels=8,
+        base_channels=8,
+        out_indices=(3, ))
+    head = dict(type='LinearClsHead', num_classes=3, in_channels=64)
+    plain = _build(backbone, neck=dict(type='GlobalAveragePooling'), head=head)
     model = _build(
-        dict(
-            type='ResNet',
-            depth=18,
-            stem_channels=8,
-            base_channels=8,
-            out_indices=(3, )),
-        neck=dict(type='GlobalAveragePooling'),
-        head=dict(type='LinearClsHead', num_classes=3, in_channels=64))
+        backbone,
+        neck=dict(
+            type='mmlocat.PatchScoreNeck',
+            in_channels=64,
+            mode='classification',
+            pooling='gap'),
+        head=head)
+    model.load_state_dict(plain.state_dict(), strict=True)
     x = _images(64, 64)
     with torch.no_grad():
         preds = model.predict(x)
-        feat = model.backbone(x)[-1]
-    tokens = feat.flatten(2).transpose(1, 2)
-    expected = patch_score(tokens, tokens.mean(1)).reshape(2, 2, 2)
-    torch.testing.assert_close(preds[1].patch_score, expected[1])
+        want = _old_hook_rule(plain.backbone, x)
+        logits = plain(x, mode='tensor')
+    for i, pred in enumerate(preds):
+        torch.testing.assert_close(pred.patch_score, want[i, 0])
+        torch.testing.assert_close(pred.pred_score, logits[i].softmax(-1))
 
 
 def test_score_only_model_without_head():
@@ -126,10 +170,13 @@ def test_score_only_model_without_head():
 def test_unsupported_backbone_raises():
     model = _build(
         dict(type='mmlocat.LaStViT', arch=ARCH, img_size=64, patch_size=16))
-    # a backbone with neither scores nor ViT attributes nor feature maps
+    # a backbone without forward_with_scores and no scoring neck
     model.backbone = torch.nn.Module()
     model.backbone.forward = lambda x: (x.mean(dim=(2, 3)), )
-    with pytest.raises(TypeError, match='cannot compute patch scores'):
+    with pytest.raises(
+            TypeError,
+            match='cannot compute patch scores.*'
+            'mmlocat.PatchScoreNeck'):
         model.predict(_images())
 
 
@@ -138,8 +185,16 @@ def test_pib_baseline_is_the_host_vit_bit_for_bit():
     predicts what mmpretrain's own ``VisionTransformer`` does with the same
     weights (patch scores and logits, bit for bit), so the LaSt vs plain A/B
     is the one ``pooling`` option."""
-    host = _build(
-        dict(type='VisionTransformer', arch=ARCH, img_size=64, patch_size=16))
+    torch.manual_seed(0)
+    host = MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(
+                type='VisionTransformer',
+                arch=ARCH,
+                img_size=64,
+                patch_size=16),
+            head=HEAD)).eval()
     ours = _build(
         dict(
             type='mmlocat.LaStViT',
@@ -151,6 +206,7 @@ def test_pib_baseline_is_the_host_vit_bit_for_bit():
     x = _images()
     with torch.no_grad():
         want, got = host.predict(x), ours.predict(x)
-    for a, b in zip(want, got):
-        assert torch.equal(a.patch_score, b.patch_score)
+        want_scores = _old_hook_rule(host.backbone, x)
+    for i, (a, b) in enumerate(zip(want, got)):
+        assert torch.equal(want_scores[i, 0], b.patch_score)
         assert torch.equal(a.pred_score, b.pred_score)

@@ -92,13 +92,13 @@ def test_scores_lazy_strike_gap_cls():
         res['patch_score'],
         patch_score(tokens, ref.pooled).reshape(2, 1, 4, 6))
 
-    gap = PatchScoreNeck(in_channels=C, global_pool='gap')
+    gap = PatchScoreNeck(in_channels=C, pooling='gap')
     res = gap.forward_with_scores((x, ))
     torch.testing.assert_close(res['global_token'], tokens.mean(1))
     assert res['vote_map'] is None
 
     cls_token = torch.randn(2, C)
-    cls = PatchScoreNeck(in_channels=C, global_pool='cls')
+    cls = PatchScoreNeck(in_channels=C, pooling='cls')
     res = cls.forward_with_scores(((x, cls_token), ))
     assert torch.equal(res['global_token'], cls_token)
     torch.testing.assert_close(
@@ -111,8 +111,7 @@ def test_scores_lazy_strike_gap_cls():
 
 def test_raw_tokens_input():
     raw = torch.randn(2, 1 + 16, C)  # CLS + a 4x4 grid
-    neck = PatchScoreNeck(
-        in_channels=C, global_pool='cls', mode='classification')
+    neck = PatchScoreNeck(in_channels=C, pooling='cls', mode='classification')
     res = neck.forward_with_scores((raw, ))
     assert torch.equal(res['global_token'], raw[:, 0])
     assert torch.equal(res['outs'][0], raw[:, 0])
@@ -120,7 +119,7 @@ def test_raw_tokens_input():
     torch.testing.assert_close(
         res['patch_score'],
         patch_score(raw[:, 1:], raw[:, 0]).reshape(2, 1, 4, 4))
-    pyramid = PatchScoreNeck(in_channels=C, global_pool='cls')
+    pyramid = PatchScoreNeck(in_channels=C, pooling='cls')
     assert torch.equal(pyramid((raw, ))[2], grid)
     with pytest.raises(ValueError, match='square'):
         neck((torch.randn(2, 1 + 12, C), ))
@@ -138,7 +137,7 @@ def test_classification_mode_has_no_pyramid():
     (dict(scales=(3, 1)), 'powers of two'),
     (dict(scales=()), 'empty'),
     (dict(mode='dense'), 'mode'),
-    (dict(global_pool='max'), 'global_pool'),
+    (dict(pooling='max'), 'pooling'),
     (dict(in_channels=[C, C]), 'entries'),
 ])
 def test_bad_config(kwargs, match):

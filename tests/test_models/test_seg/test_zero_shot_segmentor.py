@@ -592,3 +592,18 @@ def test_eva02_tower_without_head_is_refused(tmp_path):
                 arch=arch,
                 img_size=32,
                 patch_size=8))
+
+
+def test_backbone_must_be_a_clip_tower():
+    """Every mmlocat ViT maps its tokens with ``embed_global`` (identity but
+    for CLIP), so the segmentor asks for a CLIP tower's dense map."""
+    plain = dict(
+        type='mmlocat.LaStViT',
+        arch={
+            k: v
+            for k, v in TINY.items() if k != 'output_dims'
+        },
+        img_size=32,
+        patch_size=16)
+    with pytest.raises(TypeError, match='LaStViT is not a CLIP tower'):
+        _build(backbone=plain, text_embeddings='never_read.npy')
