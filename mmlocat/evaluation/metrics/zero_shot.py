@@ -3,7 +3,7 @@
 CLIP's zero-shot protocol (https://arxiv.org/abs/2103.00020): the class of
 an image is the class whose prompt-ensembled text embedding (an embedding
 file of ``tools/misc/dump_text_embeddings.py`` /
-:func:`mmlocat.datasets.text_embeddings.build_class_embeddings`) has the
+:func:`mmlocat.text.build_class_embeddings`) has the
 largest cosine with the image embedding. At build the embedding file's
 recorded text model is compared with the CLIP recorded in an image-tower
 checkpoint (``clip_checkpoint``, F-ViT's check; ``check_clip=False`` opts
@@ -16,10 +16,10 @@ import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 
 from mmlocat.datasets.imagenet_class_names import resolve_class_name_list
-from mmlocat.datasets.text_embeddings import (load_text_embeddings,
-                                              read_text_model)
 from mmlocat.registry import METRICS
-from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
+from mmlocat.text import (check_prompt_recipe, load_text_embeddings,
+                          read_text_model)
+from mmlocat.utils.provenance import check_checkpoint_clip
 
 __all__ = ['ZeroShotAccuracy']
 

@@ -1,0 +1,78 @@
+"""mmlocat.text.class_names: class-name files, a model argument's class
+list, a config's dataset classes."""
+import json
+
+import pytest
+
+from mmlocat import text as te
+
+names_from_annotations = te.names_from_annotations
+resolve_class_names = te.resolve_class_names
+
+
+def test_names_from_annotations_and_resolve(tmp_path):
+    cats = [
+        dict(id=3, name='c', frequency='r'),
+        dict(id=1, name='a', frequency='f'),
+        dict(id=2, name='b', frequency='c')
+    ]
+    assert names_from_annotations(dict(categories=cats)) == (['a', 'b',
+                                                              'c'], ['a', 'b'])
+    coco = [
+        dict(id=1, name='a', split='base'),
+        dict(id=2, name='n', split='novel')
+    ]
+    assert names_from_annotations(dict(categories=coco)) == (['a', 'n'], ['a'])
+    lvis = resolve_class_names('LVISV1Dataset')
+    assert len(lvis) == 1203 and lvis[0] == 'aerosol_can'
+    txt = tmp_path / 'names.txt'
+    txt.write_text('x\ny\n')
+    assert resolve_class_names(str(txt)) == ['x', 'y']
+    # An annotation file gives its categories in id order.
+    ann = tmp_path / 'ann.json'
+    ann.write_text(json.dumps(dict(categories=cats)))
+    assert resolve_class_names(str(ann)) == ['a', 'b', 'c']
+    with pytest.raises(ValueError, match='neither'):
+        resolve_class_names('NoSuchDataset')
+
+
+def _names_file(tmp_path, text, name='names.txt'):
+    path = tmp_path / name
+    path.write_bytes(text.encode('utf-8'))
+    return str(path)
+
+
+def test_class_name_files_read_as_sclips_get_cls_idx(tmp_path):
+    """Line k = class k, names split at exactly ', ' (SCLIP's
+    ``get_cls_idx``); a missing last newline and CRLF are read the same."""
+    lines = [['person', 'person in shirt'], ['ship'], ['a,b', 'c ']]
+    for text in ('person, person in shirt\nship\na,b, c ',
+                 'person, person in shirt\nship\na,b, c \n',
+                 'person, person in shirt\r\nship\r\na,b, c \r\n'):
+        assert te.read_class_name_file(_names_file(tmp_path, text)) == lines
+    for text, match in (('a\n\nb\n', ':2: empty class name'),
+                        ('a, , b\n', ':1: empty class name'),
+                        ('a, a\n', ':1: a name is listed twice'),
+                        ('', 'is empty'), ('\n', 'is empty')):
+        with pytest.raises(ValueError, match=match):
+            te.read_class_name_file(_names_file(tmp_path, text))
+    with pytest.raises(FileNotFoundError, match='nope.txt'):
+        te.read_class_name_file(str(tmp_path / 'nope.txt'))
+
+
+def test_class_name_lines_against_the_dataset():
+    classes = ['aeroplane', 'boat', 'traffic light', 'background']
+    # another class's name is fine where that class's line has it too
+    ok = [['aeroplane'], ['ship'], ['trafficlight'], ['sky', 'aeroplane']]
+    te.check_class_name_lines(ok, classes, 'f.txt')
+    # where it has not, it reads as a misplaced line
+    with pytest.raises(ValueError, match="f.txt:4 lists 'boat'"):
+        te.check_class_name_lines(ok[:3] + [['sky', 'boat']], classes, 'f.txt')
+    with pytest.raises(ValueError, match='f.txt has 3 lines .* 4 classes'):
+        te.check_class_name_lines(ok[:3], classes, 'f.txt')
+    swapped = [['aeroplane'], ['trafficlight'], ['ship'], ['sky']]
+    with pytest.raises(
+            ValueError,
+            match="f.txt:2 lists 'trafficlight', the "
+            "name of dataset class 2 \\('traffic light'\\)"):
+        te.check_class_name_lines(swapped, classes, 'f.txt')
