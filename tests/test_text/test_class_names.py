@@ -3,6 +3,7 @@ list, a config's dataset classes."""
 import json
 
 import pytest
+from mmengine.config import Config
 
 from mmlocat import text as te
 
@@ -76,3 +77,56 @@ def test_class_name_lines_against_the_dataset():
             match="f.txt:2 lists 'trafficlight', the "
             "name of dataset class 2 \\('traffic light'\\)"):
         te.check_class_name_lines(swapped, classes, 'f.txt')
+
+
+def _cfg(dataset, model=None, scope='mmseg'):
+    return Config(
+        dict(
+            default_scope=scope,
+            test_dataloader=dict(dataset=dataset),
+            model=model or {}))
+
+
+def test_dataset_classes_scope_rule():
+    """The config's metainfo over its type's METAINFO, the type resolved in
+    the registry of the config's default scope (or the one given)."""
+    from mmseg.datasets import PascalVOCDataset
+    voc = list(PascalVOCDataset.METAINFO['classes'])
+    assert te.dataset_classes(_cfg(dict(type='PascalVOCDataset'))) == voc
+    meta = te.dataset_metainfo(
+        _cfg(dict(type='PascalVOCDataset', metainfo=dict(classes=['a']))))
+    assert meta == dict(classes=['a'])  # the type is not looked up
+    # without classes the type's metainfo fills what the config leaves out
+    meta = te.dataset_metainfo(
+        _cfg(dict(type='PascalVOCDataset', metainfo=dict(palette=[[1]]))))
+    assert meta == dict(
+        classes=PascalVOCDataset.METAINFO['classes'], palette=[[1]])
+    # an mmlocat type by its scoped name, from mmseg's registry
+    coco_object = te.dataset_classes(
+        _cfg(dict(type='mmlocat.COCOObjectDataset')))
+    assert len(coco_object) == 81 and coco_object[0] == 'background'
+    # mmdet's LVIS type from mmdet's registry (the scope given wins)
+    lvis = _cfg(dict(type='LVISV1Dataset'), scope='mmseg')
+    assert len(te.dataset_classes(lvis, scope='mmdet')) == 1203
+    with pytest.raises(
+            ValueError,
+            match="test dataset 'NoSuchType' of the config has "
+            'no classes'):
+        te.dataset_classes(_cfg(dict(type='NoSuchType')))
+    assert te.dataset_metainfo(Config(dict(model={}))) == {}
+
+
+def test_zero_shot_classes_drop_a_constant_background(tmp_path):
+    dataset = dict(
+        type='PascalVOCDataset', metainfo=dict(classes=['background', 'x']))
+    assert te.zero_shot_classes(_cfg(dataset)) == ['background', 'x']
+    assert te.zero_shot_classes(_cfg(dataset, dict(bg_thresh=0.5))) == ['x']
+    sky = _cfg(
+        dict(type='X', metainfo=dict(classes=['sky', 'x'])),
+        dict(bg_thresh=0.5, background_class='sky'))
+    assert te.zero_shot_classes(sky) == ['x']
+    assert te.zero_shot_class_name_lines(sky) == [['x']]
+    names = tmp_path / 'names.txt'
+    names.write_text('y, x\n')
+    sky.model['class_name_file'] = str(names)
+    assert te.zero_shot_class_name_lines(sky) == [['y', 'x']]

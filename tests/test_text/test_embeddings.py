@@ -219,3 +219,88 @@ def test_bad_query_maps(tmp_path):
     json.dump(side, open(sidecar_path(path), 'w'))
     with pytest.raises(ValueError, match='2 query_class entries for 3 rows'):
         te.load_query_embeddings(path)
+
+
+def test_write_text_embeddings_is_build_then_save(tmp_path):
+    """The one build-and-save step writes what building and saving by hand
+    write, byte for byte, in its three row layouts; nothing else is left."""
+    record = dict(name='m', weights='w.pt')
+    recorded = dict(record, templates='single', prompt_style='plain')
+    single = te.TEMPLATE_SETS['single']
+
+    def written(path):
+        return (open(path, 'rb').read(), open(sidecar_path(path)).read())
+
+    def by_hand(name, emb, rows, **row_map):
+        path = str(tmp_path / 'hand' / name)
+        save_text_embeddings(path, emb, rows, text_model=recorded, **row_map)
+        return written(path)
+
+    # one row per class, a background row
+    path = str(tmp_path / 'classes.npy')
+    emb, rows = te.write_text_embeddings(
+        path, ['cat', 'dog'],
+        CharEncoder(),
+        record,
+        templates='single',
+        prompt_style='plain',
+        background=True)
+    assert rows == ['cat', 'dog', 'background']
+    want = build_class_embeddings(['cat', 'dog'],
+                                  CharEncoder(),
+                                  single,
+                                  background=True,
+                                  prompt_style='plain')
+    assert written(path) == by_hand('classes.npy', *want)
+    # a class named twice (ImageNet's lists): equal rows
+    path = str(tmp_path / 'listed.npy')
+    emb, rows = te.write_text_embeddings(
+        path, ['a', 'b', 'a'],
+        CharEncoder(),
+        record,
+        templates='single',
+        prompt_style='plain',
+        repeated_names=True)
+    assert rows == ['a', 'b', 'a'] and np.array_equal(emb[0], emb[2])
+    assert written(path) == by_hand(
+        'listed.npy',
+        te.embed_names(['a', 'b', 'a'], CharEncoder(), single, 'plain'),
+        ['a', 'b', 'a'])
+    # several names per class: the row-to-class map
+    path = str(tmp_path / 'queries.npy')
+    lines = [['sky', 'air'], ['cat']]
+    te.write_text_embeddings(
+        path, ['sky', 'cat'],
+        CharEncoder(),
+        record,
+        templates='single',
+        prompt_style='plain',
+        class_name_lines=lines)
+    emb, queries, query_class = te.build_query_embeddings(
+        lines, CharEncoder(), single, 'plain')
+    assert written(path) == by_hand(
+        'queries.npy',
+        emb,
+        queries,
+        query_class=query_class,
+        classes=['sky', 'cat'])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        'classes.json', 'classes.npy', 'hand', 'listed.json', 'listed.npy',
+        'queries.json', 'queries.npy'
+    ]
+
+
+def test_write_text_embeddings_refuses_before_encoding(tmp_path):
+    encoder = CharEncoder()
+    write = te.write_text_embeddings
+    with pytest.raises(ValueError, match='must be a .npy file: x.pt'):
+        write('x.pt', ['a'], encoder, {})
+    with pytest.raises(ValueError, match="templates must be one of .* 'x'"):
+        write(str(tmp_path / 'x.npy'), ['a'], encoder, {}, templates='x')
+    with pytest.raises(ValueError, match='background row goes with one row'):
+        write(
+            str(tmp_path / 'x.npy'), ['a'],
+            encoder, {},
+            background=True,
+            repeated_names=True)
+    assert encoder.calls == [] and list(tmp_path.iterdir()) == []
