@@ -16,16 +16,15 @@ Two lists, both in ImageNet's label order (the order of mmpretrain's
   strings, e.g. ``'tench, Tinca tinca'``).
 
 Config files name a list as ``'imagenet_open_clip'`` / ``'imagenet_wordnet'``
-wherever class names are read (:func:`resolve_class_name_list`).
+wherever class names are read (:func:`mmlocat.text.resolve_class_names`).
 """
 import os.path as osp
-from typing import List, Sequence, Union
+from typing import List
 
-from mmlocat.text.class_names import read_class_names, resolve_class_names
+from mmlocat.text.class_names import read_class_names
 
 __all__ = [
-    'IMAGENET_NAME_SOURCES', 'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names',
-    'resolve_class_name_list'
+    'IMAGENET_NAME_SOURCES', 'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names'
 ]
 
 IMAGENET_NAME_SOURCES = ('open_clip', 'wordnet')
@@ -47,13 +46,3 @@ def imagenet_class_names(source: str = 'open_clip') -> List[str]:
         raise ValueError(f'{source}: {len(names)} ImageNet class names, '
                          'expected 1000')
     return names
-
-
-def resolve_class_name_list(spec: Union[str, Sequence[str]]) -> List[str]:
-    """``'imagenet_open_clip'`` / ``'imagenet_wordnet'``, else
-    :func:`mmlocat.text.resolve_class_names` (a list, a file, a
-    registered dataset)."""
-    if isinstance(spec, str) and spec.startswith('imagenet_') and \
-            spec[len('imagenet_'):] in IMAGENET_NAME_SOURCES:
-        return imagenet_class_names(spec[len('imagenet_'):])
-    return resolve_class_names(spec)

@@ -182,18 +182,28 @@ def registered_metainfo(dataset_type: str, scope: Optional[str]) -> Dict:
 
 
 def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
-    """A class list named in a model's arguments: a list, a
-    ``.json``/``.txt`` file (:func:`read_class_names`), or the type name of
-    a registered mmdet dataset (its ``METAINFO['classes']``).
+    """A class list named in a model's or metric's arguments: a list, a
+    ``.json``/``.txt`` file (:func:`read_class_names`), an ImageNet list
+    (``'imagenet_open_clip'`` / ``'imagenet_wordnet'``,
+    :func:`mmlocat.datasets.imagenet_class_names.imagenet_class_names`) or
+    the type name of a registered mmdet dataset (its
+    ``METAINFO['classes']``).
 
     Not a config's dataset classes (that is :func:`dataset_classes`): this
-    reads what one argument names, with mmdet's registry, as F-ViT's box
-    head (an mmdet model) does for ``class_names`` / ``base_class_names``.
+    reads what one argument names, as F-ViT's box head does for
+    ``class_names`` / ``base_class_names`` and ``ZeroShotAccuracy`` for
+    ``class_names``; dataset types are looked up in mmdet's registry.
     """
     if not isinstance(spec, str):
         return list(spec)
     if spec.endswith(('.json', '.txt')):
         return read_class_names(spec)
+    # mmlocat.datasets imports this package: imported where it is used
+    from mmlocat.datasets.imagenet_class_names import (IMAGENET_NAME_SOURCES,
+                                                       imagenet_class_names)
+    source = spec[len('imagenet_'):]
+    if spec.startswith('imagenet_') and source in IMAGENET_NAME_SOURCES:
+        return imagenet_class_names(source)
     classes = registered_metainfo(spec, 'mmdet').get('classes')
     if classes is None:
         raise ValueError(f'{spec!r} is neither a class-name file nor a '

@@ -35,6 +35,12 @@ def test_names_from_annotations_and_resolve(tmp_path):
     assert resolve_class_names(str(ann)) == ['a', 'b', 'c']
     with pytest.raises(ValueError, match='neither'):
         resolve_class_names('NoSuchDataset')
+    # ImageNet's two lists by name (ZeroShotAccuracy's class_names)
+    names = resolve_class_names('imagenet_open_clip')
+    assert len(names) == 1000 and names[0] == 'tench'
+    assert resolve_class_names('imagenet_wordnet')[0].startswith('tench, ')
+    with pytest.raises(ValueError, match="'imagenet_x' is neither"):
+        resolve_class_names('imagenet_x')
 
 
 def _names_file(tmp_path, text, name='names.txt'):

@@ -15,10 +15,9 @@ import torch
 import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 
-from mmlocat.datasets.imagenet_class_names import resolve_class_name_list
 from mmlocat.registry import METRICS
 from mmlocat.text import (check_prompt_recipe, load_text_embeddings,
-                          read_text_model)
+                          read_text_model, resolve_class_names)
 from mmlocat.utils.provenance import check_checkpoint_clip
 
 __all__ = ['ZeroShotAccuracy']
@@ -77,7 +76,7 @@ class ZeroShotAccuracy(BaseMetric):
             check_checkpoint_clip(text_model, embeddings, clip_checkpoint)
         self.embeddings = embeddings
         self.class_names = (
-            resolve_class_name_list(class_names)
+            resolve_class_names(class_names)
             if class_names is not None else None)
         self.topk = tuple(int(k) for k in topk)
         self._text: Optional[torch.Tensor] = None
