@@ -3,10 +3,11 @@ import json
 import subprocess
 import sys
 
-# what a user imports: the package, and every sub-package that registers
+# what a user imports: the package, every sub-package that registers, and
+# the text side
 PACKAGES = [
     'mmlocat', 'mmlocat.utils', 'mmlocat.engine', 'mmlocat.datasets',
-    'mmlocat.evaluation', 'mmlocat.models', 'mmlocat.apis'
+    'mmlocat.evaluation', 'mmlocat.models', 'mmlocat.apis', 'mmlocat.text'
 ]
 
 # 1) which modules of other packages importing mmlocat loads

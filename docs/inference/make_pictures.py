@@ -137,7 +137,7 @@ def main(work):
     # open-vocabulary detection with a vocabulary typed at run time
     import open_clip
 
-    from mmlocat.datasets.text_embeddings import names_from_annotations
+    from mmlocat.text import names_from_annotations
     coco = generate('coco', osp.join(work, 'coco'), 1, 1, (160, 160), seed=2)
     val_ann = osp.join(coco['data_root'], coco['ov_val_ann_file'])
     with open(val_ann) as f:

@@ -57,8 +57,9 @@ from mmengine.logging import MMLogger, print_log
 from mmengine.registry import DefaultScope
 from mmengine.structures import PixelData
 
-from mmlocat.datasets.text_embeddings import BACKGROUND, load_query_embeddings
 from mmlocat.datasets.vocabulary_record import check_vocabulary
+from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
+                          register_model_config, vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint
@@ -156,20 +157,16 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 def _dataset_meta(cfg: Config, checkpoint: str, scope: str) -> Dict:
-    """``classes`` / ``palette``: the checkpoint's ``dataset_meta``, else
-    the config's test dataset (its ``metainfo`` or its type's METAINFO)."""
+    """``classes`` / ``palette`` (lower-cased keys): the checkpoint's
+    ``dataset_meta`` when it names classes (what the model was trained or
+    converted with: it wins over the config), else the config's test
+    dataset by :func:`mmlocat.text.dataset_metainfo`'s scope rule, in the
+    host registry of the task (``scope``)."""
     meta = read_checkpoint_meta(checkpoint).get('dataset_meta') or {}
     meta = {k.lower(): v for k, v in meta.items()}
     if meta.get('classes'):
         return meta
-    dataset = cfg.get('test_dataloader', {}).get('dataset', {})
-    info = dict(dataset.get('metainfo') or {})
-    if not info.get('classes') and dataset.get('type'):
-        from mmengine.registry import DATASETS
-        with DATASETS.switch_scope_and_registry(scope) as registry:
-            dataset_cls = registry.get(dataset['type'])
-        info = dict(getattr(dataset_cls, 'METAINFO', {}) or {}, **info)
-    return {k.lower(): v for k, v in info.items()}
+    return dataset_metainfo(cfg, scope)
 
 
 class TaskHandler:
@@ -685,7 +682,7 @@ class MMLocatInferencer:
                     device) -> List[str]:
         names = voc.parse_vocabulary(classes)
         if text_model_config is not None:
-            registered = voc.register_model_config(text_model_config)
+            registered = register_model_config(text_model_config)
             text_model = text_model or registered
         record, where = voc.recorded_text_model(cfg, checkpoint)
         emb_file = voc.embeddings_file(cfg) or ''
@@ -698,7 +695,7 @@ class MMLocatInferencer:
                          osp.dirname(checkpoint)])
         # the prompts of the config's own embeddings where recorded
         defaults = handler.vocabulary
-        path = voc.vocabulary_embeddings(
+        path = vocabulary_embeddings(
             names,
             name,
             weights,

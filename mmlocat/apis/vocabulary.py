@@ -2,11 +2,11 @@
 
 F-ViT (CLIPSelf, https://arxiv.org/abs/2310.01403) classifies regions by
 cosine with CLIP text embeddings of the class names, so it can detect any
-classes whose names it is given. This module builds those embeddings on the
-fly with the CLIP text tower the detector was trained with (open_clip, the
-same prompt templates and normalisation as
-``tools/misc/dump_text_embeddings.py``), caches them on disk keyed by the
-text model and the names, and points an F-ViT config at them; the box
+classes whose names it is given. The embeddings are built on the fly with
+the CLIP text tower the detector was trained with and cached on disk
+(:func:`mmlocat.text.vocabulary_embeddings`, the same build as
+``tools/misc/dump_text_embeddings.py``); this module finds that text
+tower and points an F-ViT config at the embeddings; the box
 head's cosine classifier and the CLIP region-score fusion then both use
 the new vocabulary. A zero-shot segmentation config
 (:class:`mmlocat.ZeroShotSegmentor`) takes a vocabulary the same way: its
@@ -19,42 +19,30 @@ Which text tower: the one recorded in the head's embedding-file sidecar
 checkpoint's ``meta['clip']``; ``text_model`` / ``text_weights`` override
 or complete it.
 """
-import hashlib
-import json
-import os
 import os.path as osp
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-from mmlocat.datasets import text_embeddings as te
+from mmlocat.text import (BACKGROUND, read_class_names, read_text_model,
+                          resolve_class_names, sidecar_path)
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.provenance import (clip_provenance, file_sha256,
-                                      file_text_sha256, read_checkpoint_meta,
-                                      text_provenance)
+from mmlocat.utils.provenance import (file_sha256, file_text_sha256,
+                                      read_checkpoint_meta)
 
 __all__ = [
-    'parse_vocabulary', 'open_clip_encoder', 'TextEncoder', 'encoder_record',
-    'register_model_config', 'recorded_text_model', 'resolve_text_model',
-    'vocabulary_embeddings', 'apply_vocabulary', 'apply_zero_shot_vocabulary',
-    'default_cache_dir', 'embeddings_file', 'is_zero_shot_config'
+    'parse_vocabulary', 'recorded_text_model', 'resolve_text_model',
+    'apply_vocabulary', 'apply_zero_shot_vocabulary', 'embeddings_file',
+    'is_zero_shot_config'
 ]
-
-Encoder = Callable[[List[str]], object]
-
-
-def default_cache_dir() -> str:
-    """``$MMLOCAT_CACHE/vocabulary`` (default ``~/.cache/mmlocat``)."""
-    root = os.environ.get('MMLOCAT_CACHE', osp.join('~', '.cache', 'mmlocat'))
-    return osp.join(osp.expanduser(root), 'vocabulary')
 
 
 def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
     """Class names from ``"cat, remote control"``, a list, or a file.
 
     A string naming an existing file is read with
-    :func:`mmlocat.datasets.text_embeddings.read_class_names` (``.txt`` one
+    :func:`mmlocat.text.read_class_names` (``.txt`` one
     name a line, ``.json`` list / sidecar / COCO annotations); any other
     string is split at commas. Names are stripped; empty ones dropped.
 
@@ -64,7 +52,7 @@ def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
     """
     if isinstance(spec, str):
         if osp.isfile(spec):
-            raw = te.read_class_names(spec)
+            raw = read_class_names(spec)
         elif spec.endswith(('.txt', '.json')):
             raise FileNotFoundError(f'vocabulary file not found: {spec}')
         else:
@@ -83,119 +71,11 @@ def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise ValueError(f'the vocabulary names {dups} more than once')
-    if te.BACKGROUND in names:
-        raise ValueError(f'{te.BACKGROUND!r} is reserved (F-ViT embeds it '
+    if BACKGROUND in names:
+        raise ValueError(f'{BACKGROUND!r} is reserved (F-ViT embeds it '
                          'itself, the zero-shot segmentor finds it by '
                          'bg_thresh); leave it out of the vocabulary')
     return names
-
-
-def _text_tower(pretrained: str, model_name: str):
-    """An :class:`~mmlocat.models.clip.OpenCLIPTextTower` of open_clip's
-    ``model_name`` with the text tower of the file ``pretrained`` loaded
-    (any layout :meth:`~mmlocat.models.clip.OpenCLIPTextTower.
-    load_open_clip_weights` reads).
-
-    Raises:
-        ValueError: The file is a trained LaSt-CLIP text tower
-            (``lastclip2mmlocat.py --text-out``) of another open_clip
-            model, or does not fit the model.
-    """
-    from mmlocat.models.clip import OpenCLIPTextTower
-    from mmlocat.models.clip.export import TEXT_TOWER_KEY
-    info = read_checkpoint_meta(pretrained).get(TEXT_TOWER_KEY) or {}
-    trained_as = info.get('model_name')
-    if trained_as and trained_as != model_name:
-        raise ValueError(f'{pretrained} is the text tower of open_clip model '
-                         f'{trained_as!r}, not {model_name!r}: pass --model '
-                         f'{trained_as}')
-    tower = OpenCLIPTextTower(model_name=model_name, weights=pretrained)
-    tower.init_weights()
-    return tower
-
-
-class TextEncoder:
-    """``prompts -> (N, D)`` features of an open_clip text tower
-    (open_clip's ``encode_text`` and tokenizer).
-
-    Attributes:
-        record: The tower's provenance, what an embedding sidecar records
-            (``name``, ``weights``, the file's ``sha256``, ``text_sha256``
-            of the weights it encodes with, ``text_act``).
-    """
-
-    def __init__(self, model, tokenizer, device: str, record: Dict) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.device = device
-        self.record = record
-
-    def __call__(self, prompts: List[str]):
-        import torch
-        with torch.no_grad():
-            return self.model.encode_text(
-                self.tokenizer(prompts).to(self.device))
-
-
-def open_clip_encoder(model_name: str,
-                      pretrained: Optional[str],
-                      device: str = 'cpu') -> TextEncoder:
-    """open_clip's text tower of ``model_name`` with ``pretrained``'s
-    weights, as a :class:`TextEncoder`.
-
-    Args:
-        model_name: open_clip model name (e.g. ``'ViT-B-16-quickgelu'``).
-        pretrained: A weights file or an open_clip tag. A file's text
-            tower alone is read, whatever its layout: OpenAI's TorchScript
-            release (QuickGELU: a model with exact GELU is refused), an
-            open_clip state dict, the EVA repo's EVA-CLIP ``.pt`` (with
-            open_clip's ``EVA02-*``) or a trained LaSt-CLIP text tower
-            (``lastclip2mmlocat.py --text-out``).
-        device: Where the tower runs.
-    """
-    try:
-        import open_clip
-    except ImportError as err:
-        raise ImportError('text embeddings need open_clip: pip install '
-                          'open_clip_torch') from err
-    if pretrained and osp.isfile(pretrained):
-        tower = _text_tower(pretrained, model_name)
-        model = tower.model  # visual removed
-        record = dict(
-            clip_provenance(model_name, pretrained),
-            text_sha256=tower.fingerprint())
-        if tower.text_act is not None:
-            record['text_act'] = tower.text_act
-    else:
-        from mmlocat.models.clip.text_tower import open_clip_text_act
-        model = open_clip.create_model(model_name, pretrained=pretrained)
-        record = dict(
-            name=model_name,
-            weights=pretrained,
-            **text_provenance(model.state_dict(), open_clip_text_act(model)))
-    model = model.to(device).eval()
-    return TextEncoder(model, open_clip.get_tokenizer(model_name), device,
-                       record)
-
-
-def encoder_record(encode: Encoder, model_name: str, weights: str) -> Dict:
-    """The text-tower record of ``encode``: a :class:`TextEncoder`'s own,
-    else (another callable) the model name and weights file."""
-    if isinstance(encode, TextEncoder):
-        return dict(encode.record)
-    record = clip_provenance(model_name, weights)
-    record.setdefault('weights', weights)
-    return record
-
-
-def register_model_config(path: str) -> str:
-    """Register an open_clip model-config JSON; returns its model name
-    (the file stem)."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'open_clip model config not found: {path}')
-    import open_clip
-    open_clip.add_model_config(path)
-    return osp.splitext(osp.basename(path))[0]
 
 
 def is_zero_shot_config(cfg: Config) -> bool:
@@ -238,11 +118,11 @@ def recorded_text_model(cfg: Config,
     """
     places = []
     emb_file = embeddings_file(cfg)
-    places.append(te.sidecar_path(emb_file))
-    if emb_file and osp.isfile(te.sidecar_path(emb_file)):
-        record = te.read_text_model(emb_file)
+    places.append(sidecar_path(emb_file))
+    if emb_file and osp.isfile(sidecar_path(emb_file)):
+        record = read_text_model(emb_file)
         if record.get('name'):
-            return record, te.sidecar_path(emb_file)
+            return record, sidecar_path(emb_file)
     backbone_init = cfg.model.get('backbone', {}).get('init_cfg')
     backbone_ckpt = (
         backbone_init.get('checkpoint')
@@ -329,87 +209,6 @@ def _check_recorded_weights(record: Dict, where: str, name: str,
             "the detector's CLIP")
 
 
-def _cache_key(names: Sequence[str], model_name: str, weights: str,
-               templates: str, prompt_style: str, background: bool) -> str:
-    weights_id = file_sha256(weights) if osp.isfile(weights) else weights
-    blob = json.dumps(
-        dict(
-            names=list(names),
-            model=model_name,
-            weights=weights_id,
-            templates=templates,
-            prompt_style=prompt_style,
-            background=background),
-        sort_keys=True)
-    return hashlib.sha256(blob.encode('utf-8')).hexdigest()[:24]
-
-
-def vocabulary_embeddings(names: Sequence[str],
-                          model_name: str,
-                          weights: str,
-                          templates: str = 'fvit',
-                          prompt_style: str = 'fvit',
-                          background: bool = True,
-                          cache_dir: Optional[str] = None,
-                          device: str = 'cpu',
-                          encoder: Optional[Encoder] = None) -> str:
-    """An embedding file for ``names``.
-
-    Built like ``tools/misc/dump_text_embeddings.py`` (``--background``
-    when ``background``) and cached under ``cache_dir`` keyed by names,
-    model name, weights (their sha256), templates, prompt style and the
-    background row; a cached file is reused.
-
-    Args:
-        names: Class names (see :func:`parse_vocabulary`).
-        model_name: open_clip model name.
-        weights: open_clip weights file or tag.
-        templates: A key of ``TEMPLATE_SETS``.
-        prompt_style: ``'fvit'`` or ``'plain'``.
-        background: Append a ``'background'`` row (F-ViT; the zero-shot
-            segmentor refuses one).
-        cache_dir: Default :func:`default_cache_dir`.
-        device: Where the text tower runs.
-        encoder: Prompts -> features (default: open_clip's tower).
-
-    Returns:
-        The ``.npy`` path (its ``.json`` sidecar lies next to it).
-    """
-    if templates not in te.TEMPLATE_SETS:
-        raise ValueError(
-            f'templates must be one of {sorted(te.TEMPLATE_SETS)}, '
-            f'got {templates!r}')
-    cache_dir = cache_dir or default_cache_dir()
-    key = _cache_key(names, model_name, weights, templates, prompt_style,
-                     background)
-    path = osp.join(cache_dir, f'{key}.npy')
-    if osp.isfile(path) and osp.isfile(te.sidecar_path(path)):
-        print_log(f'vocabulary: cached embeddings {path}', logger='current')
-        return path
-    encode = encoder or open_clip_encoder(model_name, weights, device)
-    emb, rows = te.build_class_embeddings(
-        list(names),
-        encode,
-        templates=te.TEMPLATE_SETS[templates],
-        background=background,
-        prompt_style=prompt_style)
-    text_model = dict(
-        encoder_record(encode, model_name, weights),
-        templates=templates,
-        prompt_style=prompt_style)
-    # write under a private name, then move: a reader never sees half a
-    # file and concurrent writers of one key write the same bytes
-    tmp = osp.join(cache_dir, f'{key}.{os.getpid()}.tmp.npy')
-    te.save_text_embeddings(tmp, emb, rows, text_model=text_model)
-    os.replace(te.sidecar_path(tmp), te.sidecar_path(path))
-    os.replace(tmp, path)
-    print_log(
-        f'vocabulary: {len(names)} classes embedded with {model_name} -> '
-        f'{path}',
-        logger='current')
-    return path
-
-
 def apply_vocabulary(cfg: Config, embeddings_file: str,
                      names: Sequence[str]) -> Config:
     """Point an F-ViT config's box head at a run-time vocabulary.
@@ -428,7 +227,7 @@ def apply_vocabulary(cfg: Config, embeddings_file: str,
     base = head.get('base_class_names')
     if base is not None:
         try:
-            known = set(te.resolve_class_names(base))
+            known = set(resolve_class_names(base))
         except FileNotFoundError as err:
             print_log(
                 f'vocabulary: {err}; every typed class is treated as novel',

@@ -17,22 +17,19 @@ from .ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
 from .ov_lvis import make_ov_lvis_base, make_ov_lvis_files
 from .seg_map_check import CheckSegMap
 from .size_check import CheckAnnotatedSize
-from .text_embeddings import (build_class_embeddings, load_text_embeddings,
-                              save_text_embeddings)
 
 __all__ = [
     'ImageNetLocDataset', 'CocoBoxesDataset', 'ResizeEdgeWithBoxes',
     'KeepOriginalBoxes', 'parse_loc_xml', 'keep_single_small',
     'OV_COCO_BASE_CLASSES', 'OV_COCO_NOVEL_CLASSES', 'OV_COCO_CLASSES',
     'make_ov_coco_split', 'make_ov_coco_files', 'make_ov_lvis_base',
-    'make_ov_lvis_files', 'build_class_embeddings', 'load_text_embeddings',
-    'save_text_embeddings', 'BaseCaptionDataset', 'CocoCaptionDataset',
+    'make_ov_lvis_files', 'BaseCaptionDataset', 'CocoCaptionDataset',
     'TsvCaptionDataset', 'WebDatasetCaptionDataset', 'TokenizeCaption',
-    'build_open_clip_tokenizer', 'save_text_embeddings', 'COCO_OBJECT_CLASSES',
-    'coco_object_map', 'convert_coco_object', 'make_coco20k',
-    'read_image_list', 'CheckAnnotatedSize', 'check_coco20k_list',
-    'CheckedDataset', 'CheckSegMap', 'DataFileError', 'DatasetReport',
-    'check_dataset', 'check_config_data'
+    'build_open_clip_tokenizer', 'COCO_OBJECT_CLASSES', 'coco_object_map',
+    'convert_coco_object', 'make_coco20k', 'read_image_list',
+    'CheckAnnotatedSize', 'check_coco20k_list', 'CheckedDataset',
+    'CheckSegMap', 'DataFileError', 'DatasetReport', 'check_dataset',
+    'check_config_data'
 ]
 
 # The COCO-Object segmentation dataset needs mmseg.

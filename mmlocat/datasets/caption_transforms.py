@@ -16,6 +16,7 @@ from mmcv.transforms import BaseTransform
 
 from mmlocat.registry import TRANSFORMS
 from mmlocat.utils.counted_log import CountedWarning
+from mmlocat.utils.hosts import require_open_clip
 
 __all__ = ['TokenizeCaption', 'build_open_clip_tokenizer', 'over_length']
 
@@ -50,11 +51,7 @@ def build_open_clip_tokenizer(model_name: Optional[str] = None,
     """
     if (model_name is None) == (model_cfg is None):
         raise ValueError('give exactly one of model_name or model_cfg')
-    try:
-        import open_clip
-    except ImportError as err:
-        raise ImportError('caption tokenisation needs open_clip: pip install '
-                          'open_clip_torch') from err
+    open_clip = require_open_clip('caption tokenisation')
     if model_name is not None:
         if open_clip.get_model_config(model_name) is None:
             raise ValueError(f'open_clip does not know the model '

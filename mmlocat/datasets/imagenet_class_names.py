@@ -8,26 +8,23 @@ Two lists, both in ImageNet's label order (the order of mmpretrain's
   (https://github.com/mlfoundations/open_clip, MIT; shipped as
   ``data/imagenet_open_clip.txt``), which open_clip's zero-shot evaluation
   fills into the 80 OpenAI templates
-  (``TEMPLATE_SETS['imagenet80']`` of :mod:`.text_embeddings`). Two names
-  occur twice in it (``missile``, ``sunglasses``): both classes get the
-  same embedding, as in open_clip.
+  (``TEMPLATE_SETS['imagenet80']`` of :mod:`mmlocat.text.templates`). Two
+  names occur twice in it (``missile``, ``sunglasses``): both classes get
+  the same embedding, as in open_clip
+  (:func:`mmlocat.text.write_text_embeddings` with ``repeated_names``).
 * ``'wordnet'``: mmpretrain's ``IMAGENET_CATEGORIES`` (WordNet synonym
   strings, e.g. ``'tench, Tinca tinca'``).
 
 Config files name a list as ``'imagenet_open_clip'`` / ``'imagenet_wordnet'``
-wherever class names are read (:func:`resolve_class_name_list`).
+wherever class names are read (:func:`mmlocat.text.resolve_class_names`).
 """
 import os.path as osp
-from typing import Callable, List, Sequence, Tuple, Union
+from typing import List
 
-import numpy as np
-
-from .text_embeddings import (build_class_embeddings, read_class_names,
-                              resolve_class_names)
+from mmlocat.text.class_names import read_class_names
 
 __all__ = [
-    'IMAGENET_NAME_SOURCES', 'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names',
-    'resolve_class_name_list', 'build_listed_class_embeddings'
+    'IMAGENET_NAME_SOURCES', 'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names'
 ]
 
 IMAGENET_NAME_SOURCES = ('open_clip', 'wordnet')
@@ -49,35 +46,3 @@ def imagenet_class_names(source: str = 'open_clip') -> List[str]:
         raise ValueError(f'{source}: {len(names)} ImageNet class names, '
                          'expected 1000')
     return names
-
-
-def resolve_class_name_list(spec: Union[str, Sequence[str]]) -> List[str]:
-    """``'imagenet_open_clip'`` / ``'imagenet_wordnet'``, else
-    :func:`~.text_embeddings.resolve_class_names` (a list, a file, a
-    registered dataset)."""
-    if isinstance(spec, str) and spec.startswith('imagenet_') and \
-            spec[len('imagenet_'):] in IMAGENET_NAME_SOURCES:
-        return imagenet_class_names(spec[len('imagenet_'):])
-    return resolve_class_names(spec)
-
-
-def build_listed_class_embeddings(
-        class_names: Sequence[str],
-        encode_text_fn: Callable[[List[str]], object],
-        templates: Sequence[str],
-        prompt_style: str = 'plain') -> Tuple[np.ndarray, List[str]]:
-    """:func:`~.text_embeddings.build_class_embeddings` of a class list
-    that may name a class twice (ImageNet's lists): each distinct name is
-    encoded once and its row repeated, so row ``k`` is class ``k``.
-
-    Returns:
-        ``(embeddings (C, D) float32, class_names)``.
-    """
-    distinct = list(dict.fromkeys(class_names))
-    emb, _ = build_class_embeddings(
-        distinct,
-        encode_text_fn,
-        templates=templates,
-        prompt_style=prompt_style)
-    row = {name: i for i, name in enumerate(distinct)}
-    return emb[[row[name] for name in class_names]], list(class_names)

@@ -29,8 +29,8 @@ import numpy as np
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
+from mmlocat.text import BACKGROUND, load_query_embeddings, read_class_names
 from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
-from . import text_embeddings as te
 
 __all__ = [
     'VOCABULARY_KEY', 'FILE_ATTRS', 'vocabulary_files', 'vocabulary_record',
@@ -66,8 +66,8 @@ def _row_names(role: str, path: str) -> List[str]:
     """The names of a file's rows, in order: an embedding file's rows
     (classes, or query names, and ``background``), a class list's names."""
     if role.split('.')[-1] == 'text_embeddings':
-        return te.load_query_embeddings(path).queries
-    return te.read_class_names(path)
+        return load_query_embeddings(path).queries
+    return read_class_names(path)
 
 
 def file_record(role: str, path: str) -> Dict:
@@ -152,7 +152,7 @@ def _compare_clipself(files: Dict[str, str], record: Dict,
         detail = ''
         classes = record.get('classes')
         if classes:
-            names = [n for n in _row_names(role, path) if n != te.BACKGROUND]
+            names = [n for n in _row_names(role, path) if n != BACKGROUND]
             detail = ': ' + _name_difference(names, list(classes))
         problems.append(
             f'{checkpoint} was converted from an F-ViT checkpoint whose '

@@ -20,9 +20,8 @@ refused) and the text activation when both have it; records without a
 fingerprint (written before it existed, or from a file without a text
 tower) fall back to comparing ``name`` and the file ``sha256``
 (:func:`check_checkpoint_clip` reads the checkpoint's record first). The
-sidecar also records the prompt recipe (``templates``, ``prompt_style``);
-:func:`check_prompt_recipe` compares it with the one a consumer's config
-names.
+sidecar also records the prompt recipe (``templates``, ``prompt_style``),
+which :func:`mmlocat.text.check_prompt_recipe` compares with a consumer's.
 """
 import hashlib
 import os
@@ -37,9 +36,9 @@ from .safe_load import mmengine_checkpoint_globals
 
 __all__ = [
     'file_sha256', 'read_checkpoint_meta', 'clip_provenance',
-    'check_same_clip', 'check_checkpoint_clip', 'check_prompt_recipe',
-    'text_tower_tensors', 'text_sha256', 'file_text_sha256', 'text_provenance',
-    'NOT_TEXT_KEYS', 'TEXT_ACTS'
+    'check_same_clip', 'check_checkpoint_clip', 'text_tower_tensors',
+    'text_sha256', 'file_text_sha256', 'text_provenance', 'NOT_TEXT_KEYS',
+    'TEXT_ACTS'
 ]
 
 #: Entries of a CLIP file that are not weights of its text tower: the
@@ -254,32 +253,3 @@ def check_checkpoint_clip(text_model: Dict, text_file: str,
     image-tower checkpoint (nothing to compare when it records none)."""
     image_model = read_checkpoint_meta(checkpoint).get('clip', {})
     check_same_clip(text_model, text_file, image_model, checkpoint)
-
-
-def check_prompt_recipe(text_model: Dict, text_file: str,
-                        expected: Dict[str,
-                                       Optional[str]], consumer: str) -> None:
-    """Raise if an embedding file was written with another prompt recipe
-    than ``consumer`` names.
-
-    Args:
-        text_model: The sidecar's record (``templates``, ``prompt_style``).
-        text_file: The embedding file (for the message).
-        expected: ``{'templates': ..., 'prompt_style': ...}`` of the
-            consumer; a ``None`` value accepts any.
-        consumer: Who expects them (for the message), e.g. a model type.
-
-    Each field is compared only when both sides have it.
-
-    Raises:
-        ValueError: Naming the file, both values and the dump option.
-    """
-    for key, want in expected.items():
-        found = text_model.get(key)
-        if want is not None and found is not None and found != want:
-            option = '--' + key.replace('_', '-')
-            raise ValueError(
-                f'text embeddings {text_file} were written with {key} '
-                f'{found!r} but {consumer} names {want!r}: dump them with '
-                f'tools/misc/dump_text_embeddings.py {option} {want}, or set '
-                f'{key}={found!r} (None accepts any)')

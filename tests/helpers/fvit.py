@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from mmengine.config import Config
 
-from mmlocat.datasets.text_embeddings import save_text_embeddings
+from mmlocat.text import save_text_embeddings
 
 __all__ = [
     'EMBED', 'TINY_ARCH', 'write_embeddings', 'tiny_fvit_cfg',

@@ -1,4 +1,4 @@
-"""mmlocat.apis.vocabulary: parsing, provenance lookup, cache, config."""
+"""mmlocat.apis.vocabulary: parsing, provenance lookup, config."""
 import json
 
 import numpy as np
@@ -7,8 +7,8 @@ import torch
 from mmengine.config import Config
 
 from mmlocat.apis import vocabulary as voc
-from mmlocat.datasets.text_embeddings import (load_text_embeddings,
-                                              save_text_embeddings)
+from mmlocat.text import (load_text_embeddings, save_text_embeddings,
+                          vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import save_checkpoint
 from mmlocat.utils.provenance import file_sha256
 
@@ -93,40 +93,6 @@ def test_resolve_text_model(tmp_path):
         text_weights=str(other)) == ('n', str(other))
 
 
-def test_vocabulary_embeddings_cache(tmp_path):
-    calls = []
-    gen = torch.Generator().manual_seed(0)
-    table = torch.randn(128, 8, generator=gen)
-
-    def encoder(prompts):
-        calls.append(len(prompts))
-        return torch.stack(
-            [table[[ord(c) % 128 for c in p]].sum(0) for p in prompts])
-
-    kwargs = dict(cache_dir=str(tmp_path), encoder=encoder)
-    path = voc.vocabulary_embeddings(['cat', 'dog'], 'm', 'tag', **kwargs)
-    assert len(calls) == 3  # cat, dog, background
-    emb, bg, names = load_text_embeddings(path, ['cat', 'dog'])
-    assert emb.shape == (2, 8) and bg is not None
-    assert voc.vocabulary_embeddings(['cat', 'dog'], 'm', 'tag',
-                                     **kwargs) == path
-    assert len(calls) == 3  # cached
-    # other names, order, model, templates: other files
-    others = {
-        voc.vocabulary_embeddings(['dog', 'cat'], 'm', 'tag', **kwargs),
-        voc.vocabulary_embeddings(['cat', 'dog'], 'n', 'tag', **kwargs),
-        voc.vocabulary_embeddings(['cat', 'dog'],
-                                  'm',
-                                  'tag',
-                                  templates='single',
-                                  **kwargs)
-    }
-    assert len(others) == 3 and path not in others
-    assert not list(tmp_path.glob('*.tmp.*'))
-    with pytest.raises(ValueError, match='templates must be one of'):
-        voc.vocabulary_embeddings(['cat'], 'm', 'tag', templates='x')
-
-
 def test_apply_vocabulary():
     cfg = _cfg('old.npy', base=['person', 'car'])
     voc.apply_vocabulary(cfg, 'new.npy', ['car', 'cat'])
@@ -167,14 +133,14 @@ def test_zero_shot_vocabulary(tmp_path):
     with pytest.raises(ValueError, match='not a zero-shot segmentation'):
         voc.apply_zero_shot_vocabulary(_cfg(emb), 'new.npy', ['cat'])
     # the zero-shot segmentor's file has no background row
-    path = voc.vocabulary_embeddings(['cat'],
-                                     'm',
-                                     'tag',
-                                     background=False,
-                                     cache_dir=str(tmp_path),
-                                     encoder=lambda p: torch.ones(len(p), 4))
+    path = vocabulary_embeddings(['cat'],
+                                 'm',
+                                 'tag',
+                                 background=False,
+                                 cache_dir=str(tmp_path),
+                                 encoder=lambda p: torch.ones(len(p), 4))
     assert load_text_embeddings(path)[1] is None
-    assert path != voc.vocabulary_embeddings(
+    assert path != vocabulary_embeddings(
         ['cat'],
         'm',
         'tag',

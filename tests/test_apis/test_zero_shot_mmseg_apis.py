@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 from mmengine.config import Config
 
-from mmlocat.datasets.text_embeddings import (config_class_name_lines,
-                                              config_class_names, query_map,
-                                              save_text_embeddings)
+from mmlocat.text import (query_map, save_text_embeddings,
+                          zero_shot_class_name_lines, zero_shot_classes)
 from mmlocat.utils.checkpoint_io import save_checkpoint
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -69,14 +68,14 @@ def files(tmp_path_factory):
 
     def get(cfg, dataset):
         if dataset not in made:
-            queries, query_class = query_map(config_class_name_lines(cfg))
+            queries, query_class = query_map(zero_shot_class_name_lines(cfg))
             made[dataset] = save_text_embeddings(
                 str(root / f'{dataset}.npy'),
                 np.random.default_rng(0).normal(size=(len(queries), 16)),
                 queries,
                 text_model=dict(templates='imagenet80', prompt_style='plain'),
                 query_class=query_class,
-                classes=config_class_names(cfg))
+                classes=zero_shot_classes(cfg))
         key = _tower_key(cfg)
         if key not in made:
             from mmseg.apis import init_model
@@ -101,7 +100,7 @@ def test_init_model_inference_model_and_inferencer(name, files):
     cfg = Config.fromfile(osp.join(REPO, 'configs', 'last', name))
     emb, ckpt = files(cfg, name[:-3].split('_')[-1])
     cfg.merge_from_dict(_tiny(cfg, emb))
-    classes = config_class_names(cfg)
+    classes = zero_shot_classes(cfg)
     # a checkpoint without dataset_meta: mmseg guesses, the segmentor keeps
     # its embedding file's classes (and a palette of as many colours)
     # (inference_model edits model.cfg's test pipeline in place)

@@ -153,7 +153,7 @@ def write_data_files(cfg: Config,
     directory), with the config's classes, the tower's joint width and the
     tower checkpoint's CLIP record (``keep_existing``: leave files that
     exist, e.g. written by a README command)."""
-    from mmlocat.datasets import text_embeddings as te
+    from mmlocat import text as te
     model = cfg.model
     tower = _tower(model)
     dims = tower['arch'].get('output_dims')
@@ -169,12 +169,12 @@ def write_data_files(cfg: Config,
     if model.get('text_embeddings'):  # mmlocat.ZeroShotSegmentor
         # one row per name of the config's class-name file (as
         # dump_text_embeddings.py --seg-config writes it)
-        queries, query_class = te.query_map(te.config_class_name_lines(cfg))
+        queries, query_class = te.query_map(te.zero_shot_class_name_lines(cfg))
         write(
             model.text_embeddings,
             queries,
             query_class=query_class,
-            classes=te.config_class_names(cfg))
+            classes=te.zero_shot_classes(cfg))
     head = (model.get('roi_head') or {}).get('bbox_head') or {}
     if head.get('text_embeddings'):  # mmlocat.CosineSimBBoxHead
         if dims is None:

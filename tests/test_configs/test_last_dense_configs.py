@@ -12,10 +12,9 @@ from _cfg_diff import diff
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
-from mmlocat.datasets.text_embeddings import (config_class_name_lines,
-                                              config_class_names, query_map,
-                                              read_class_name_file,
-                                              save_text_embeddings)
+from mmlocat.text import (query_map, read_class_name_file,
+                          save_text_embeddings, zero_shot_class_name_lines,
+                          zero_shot_classes)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 LAST = osp.join(REPO, 'configs', 'last')
@@ -116,9 +115,9 @@ def test_zero_shot_config(tower, dataset):
     assert resize == [((2048, short_side), True)]
     assert cfg.get('train_dataloader') is None
     assert cfg.get('val_dataloader') is None
-    classes = config_class_names(cfg)
+    classes = zero_shot_classes(cfg)
     assert len(classes) == num_classes
-    lines = config_class_name_lines(cfg)  # checked against the classes
+    lines = zero_shot_class_name_lines(cfg)  # checked against the classes
     assert sum(len(names) for names in lines) == num_queries
     # The LaSt twin: its checkpoint and its text tower's embeddings only.
     assert twin.model.backbone.init_cfg.checkpoint == \
@@ -164,9 +163,9 @@ model = dict(text_embeddings='e.npy', **_base_.zero_shot_dataset)
         if s['type'] == 'Resize'
     ]
     assert resize == [(2048, short_side)]
-    classes = config_class_names(cfg)
+    classes = zero_shot_classes(cfg)
     assert len(classes) == num_classes
-    assert config_class_name_lines(cfg) == [[c] for c in classes]
+    assert zero_shot_class_name_lines(cfg) == [[c] for c in classes]
     if dataset == 'coco-object':
         assert model.bg_thresh == 0.5
         data = cfg.test_dataloader.dataset
@@ -225,13 +224,13 @@ def test_zero_shot_builds(tower, tmp_path):
     if cfg.model.backbone.type == 'mmlocat.EVA02CLIPViT':
         tiny.update(patch_size=16, img_size=32)
     emb = str(tmp_path / 'e.npy')
-    queries, query_class = query_map(config_class_name_lines(cfg))
+    queries, query_class = query_map(zero_shot_class_name_lines(cfg))
     save_text_embeddings(
         emb,
         np.random.default_rng(0).normal(size=(len(queries), 16)),
         queries,
         query_class=query_class,
-        classes=config_class_names(cfg))
+        classes=zero_shot_classes(cfg))
     cfg.model.backbone.arch = tiny
     cfg.model.backbone.init_cfg = None
     cfg.model.text_embeddings = emb

@@ -17,9 +17,8 @@ from helpers.fvit import build_detector, tiny_fvit_cfg
 
 from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
                                       OV_COCO_NOVEL_CLASSES)
-from mmlocat.datasets.text_embeddings import (load_text_embeddings,
-                                              read_clipself_embeddings,
-                                              read_text_model)
+from mmlocat.text import (load_text_embeddings, read_clipself_embeddings,
+                          read_text_model)
 
 TOOL = 'tools/misc/clipself_embeddings2npy.py'
 MIRROR = '/work/.mirror/wusize+CLIPSelf/repo'

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from mmlocat.datasets.text_embeddings import load_text_embeddings
 from mmlocat.testing import generate
 from mmlocat.testing.lvis_writer import LVIS_V1_DRAWN_IDS, lvis_v1_categories
+from mmlocat.text import load_text_embeddings
 
 TYPO = 'speaker_(stero_equipment)'  # category 655 as LVIS v1 spells it
 TINY_OPEN_CLIP = dict(

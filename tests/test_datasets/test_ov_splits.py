@@ -13,9 +13,8 @@ from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
                                       split_base_names)
 from mmlocat.datasets.ov_lvis import (OV_LVIS_TRAIN_FILE, make_ov_lvis_base,
                                       make_ov_lvis_files)
-from mmlocat.datasets.text_embeddings import (names_from_annotations,
-                                              read_class_names)
 from mmlocat.testing import generate
+from mmlocat.text import names_from_annotations, read_class_names
 
 # The 17 novel classes as written in docs/method.md#open-vocabulary-splits.
 SPEC_NOVEL = ('airplane, bus, cat, dog, cow, elephant, umbrella, tie, '

@@ -160,7 +160,7 @@ def _coco80(root: 'UserRoot') -> List[str]:
 
 
 def _lvis_names(root: 'UserRoot') -> List[str]:
-    from mmlocat.datasets.text_embeddings import read_class_names
+    from mmlocat.text import read_class_names
     return read_class_names(
         root.abs('data/lvis_v1/annotations/lvis_v1_val.json'))
 

@@ -32,11 +32,10 @@ from tiny_clip import (EMBED, OPEN_CLIP_NAME, TOWER, write_tiny_clip_config,
                        write_tiny_open_clip, write_tiny_zero_shot_config)
 from tiny_cls import probe_env
 
-from mmlocat.datasets.text_embeddings import (build_class_embeddings,
-                                              save_text_embeddings)
 from mmlocat.testing import generate
 from mmlocat.testing.caption_writer import (CAPTION_BACKGROUNDS,
                                             caption_class_names)
+from mmlocat.text import build_class_embeddings, save_text_embeddings
 
 ITERS, EVERY = 90, 45
 

@@ -18,8 +18,8 @@ import pytest
 from helpers.fvit import EMBED, write_embeddings
 from helpers.shrink import write_tiny_ovd_config
 
-from mmlocat.datasets.text_embeddings import names_from_annotations
 from mmlocat.testing import generate
+from mmlocat.text import names_from_annotations
 from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
 
 

@@ -171,8 +171,8 @@ def test_coco_object_with_background(tmp_path, repo_root, subprocess_env,
 @pytest.mark.timeout(300)
 def test_embeddings_of_other_classes_stop_the_run(tmp_path, repo_root,
                                                   subprocess_env):
-    from mmlocat.datasets.text_embeddings import save_text_embeddings
     from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
+    from mmlocat.text import save_text_embeddings
     paths = generate('pascal_voc', str(tmp_path / 'data'), 1, 1, (32, 32))
     emb = str(tmp_path / 'emb.npy')
     names = list(VOC_CLASSES)

@@ -7,10 +7,10 @@ import numpy as np
 import torch
 from helpers.fvit import EMBED, build_detector, tiny_fvit_cfg, write_embeddings
 
-from mmlocat.datasets.text_embeddings import save_text_embeddings
 from mmlocat.datasets.vocabulary_record import (VOCABULARY_KEY,
                                                 vocabulary_record)
 from mmlocat.engine.hooks import VocabularyRecordHook
+from mmlocat.text import save_text_embeddings
 
 NAMES = ['cat', 'dog', 'remote control']
 

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 from open_clip_train.train import get_clip_metrics
 
-from mmlocat.datasets.text_embeddings import save_text_embeddings
 from mmlocat.evaluation import RetrievalRecall, ZeroShotAccuracy
+from mmlocat.text import save_text_embeddings
 
 
 def _unit(*shape, seed=0):

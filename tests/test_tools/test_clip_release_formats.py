@@ -19,8 +19,7 @@ import pytest
 import torch
 from helpers import sources
 
-from mmlocat.datasets.text_embeddings import (load_text_embeddings,
-                                              read_text_model)
+from mmlocat.text import load_text_embeddings, read_text_model
 from mmlocat.utils.provenance import (check_checkpoint_clip, file_sha256,
                                       file_text_sha256, read_checkpoint_meta,
                                       text_sha256)

@@ -17,11 +17,9 @@ import pytest
 import torch
 from helpers.tiny_archs import tiny_open_clip_cfg
 
-from mmlocat.datasets.imagenet_class_names import (
-    build_listed_class_embeddings, imagenet_class_names)
-from mmlocat.datasets.text_embeddings import (TEMPLATE_SETS,
-                                              load_text_embeddings,
-                                              plain_prompts)
+from mmlocat.datasets.imagenet_class_names import imagenet_class_names
+from mmlocat.text import (TEMPLATE_SETS, load_text_embeddings, plain_prompts,
+                          write_text_embeddings)
 from mmlocat.utils.provenance import file_sha256, text_sha256
 
 MODEL_CFG = tiny_open_clip_cfg(
@@ -71,7 +69,7 @@ def test_names_and_prompts_are_open_clips():
         imagenet_class_names('imagenet21k')
 
 
-def test_listed_embeddings_are_open_clips_classifier(tiny):
+def test_listed_embeddings_are_open_clips_classifier(tiny, tmp_path):
     _, _, model = tiny
     names = [imagenet_class_names()[i] for i in SUBSET]
     tokenizer = open_clip.get_tokenizer('ViT-B-16')
@@ -80,8 +78,13 @@ def test_listed_embeddings_are_open_clips_classifier(tiny):
         with torch.no_grad():
             return model.encode_text(tokenizer(prompts))
 
-    emb, rows = build_listed_class_embeddings(names, encode,
-                                              TEMPLATE_SETS['imagenet80'])
+    emb, rows = write_text_embeddings(
+        str(tmp_path / 'listed.npy'),
+        names,
+        encode, {},
+        templates='imagenet80',
+        prompt_style='plain',
+        repeated_names=True)
     assert rows == names and names[2] == names[3] == 'missile'
     np.testing.assert_allclose(
         emb, _reference(model, names), atol=2e-6, rtol=0)
@@ -157,8 +160,8 @@ def _open_clip_accuracy(output, target, topk):
 def test_zero_shot_accuracy_is_open_clips_with_ties(tmp_path):
     """Classes with the same embedding (a name listed twice) rank as in
     open_clip's accuracy (torch's topk)."""
-    from mmlocat.datasets.text_embeddings import save_text_embeddings
     from mmlocat.evaluation import ZeroShotAccuracy
+    from mmlocat.text import save_text_embeddings
     gen = torch.Generator().manual_seed(0)
     classes = 12
     text = torch.nn.functional.normalize(
@@ -239,7 +242,7 @@ def test_trained_text_tower_file(tiny, tmp_path, load_tool, monkeypatch):
             side['sha256']) == ('tiny-zs-clip', 'last-text.pth',
                                 file_sha256(path))
     # a tower trained as another open_clip model is refused
-    from mmlocat.apis.vocabulary import open_clip_encoder
+    from mmlocat.text import open_clip_encoder
     with pytest.raises(
             ValueError, match="model 'tiny-zs-clip', not "
             "'ViT-B-16'"):

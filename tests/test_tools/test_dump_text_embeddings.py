@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mmlocat.datasets.text_embeddings import load_text_embeddings
+from mmlocat.text import load_text_embeddings
 
 
 def _tool(repo_root):
@@ -61,7 +61,7 @@ def test_needs_open_clip(repo_root, monkeypatch):
 def _fvit_prompts_by_hand(name):
     """F-ViT's prompts for a lower-case name without '/' or trailing dots,
     spelled out from CLIPSelf's build_text_embedding_openclip."""
-    from mmlocat.datasets.text_embeddings import FVIT_TEMPLATES
+    from mmlocat.text import FVIT_TEMPLATES
     text = name.replace('_', ' ')
     article = 'an' if name[0] in 'aeiou' else 'a'
     prompts = [t.format(text, article=article) for t in FVIT_TEMPLATES]
@@ -126,10 +126,8 @@ def test_seg_config_writes_the_config_names_and_recipe(tmp_path, repo_root,
     """--seg-config: the dataset's classes, one row per name of the config's
     class-name file (SCLIP's synonyms), the config's templates / prompt
     style; repeating them is fine, changing them is refused."""
-    from mmlocat.datasets.text_embeddings import (IMAGENET_TEMPLATES,
-                                                  build_query_embeddings,
-                                                  load_query_embeddings,
-                                                  read_class_name_file)
+    from mmlocat.text import (IMAGENET_TEMPLATES, build_query_embeddings,
+                              load_query_embeddings, read_class_name_file)
     tool = _tool(repo_root)
     monkeypatch.setattr(tool, 'open_clip_encoder', _stand_in_encoder)
     config = osp.join(repo_root, 'configs/last/zeroshot_clip-b16_voc20.py')

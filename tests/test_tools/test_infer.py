@@ -228,7 +228,7 @@ def test_segmentation_png_json_equal_test_py(seg_model, tmp_path, repo_root,
 @pytest.fixture(scope='module')
 def coco_fvit(repo_root, tmp_path_factory):
     """A tiny random-init OV-COCO F-ViT config and checkpoint."""
-    from mmlocat.datasets.text_embeddings import names_from_annotations
+    from mmlocat.text import names_from_annotations
     tmp = tmp_path_factory.mktemp('fvit')
     paths = generate('coco', str(tmp / 'coco'), 2, 2, (64, 64), seed=2)
     root = paths['data_root']
@@ -338,7 +338,8 @@ VOCAB = ['person', 'cat', 'remote control']
 @pytest.mark.timeout(300)
 def test_classes_at_run_time_real_open_clip(coco_fvit, tiny_clip, tmp_path,
                                             repo_root, monkeypatch, capsys):
-    from mmlocat.apis import MMLocatInferencer, vocabulary
+    from mmlocat.apis import MMLocatInferencer
+    from mmlocat.text import cache as text_cache
     cache = tmp_path / 'cache'
     out = tmp_path / 'out'
     printed = _infer(repo_root, monkeypatch, capsys, coco_fvit['val_dir'],
@@ -363,7 +364,7 @@ def test_classes_at_run_time_real_open_clip(coco_fvit, tiny_clip, tmp_path,
     def no_encoder(*args):
         raise AssertionError('the cached vocabulary was encoded again')
 
-    monkeypatch.setattr(vocabulary, 'open_clip_encoder', no_encoder)
+    monkeypatch.setattr(text_cache, 'open_clip_encoder', no_encoder)
     inferencer = MMLocatInferencer(
         tiny_clip['cfg'],
         coco_fvit['ckpt'],

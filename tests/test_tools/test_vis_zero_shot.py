@@ -8,10 +8,10 @@ import pytest
 import torch
 from PIL import Image
 
-from mmlocat.datasets.text_embeddings import (config_class_name_lines,
-                                              query_map, save_text_embeddings)
 from mmlocat.testing import generate
 from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
+from mmlocat.text import (query_map, save_text_embeddings,
+                          zero_shot_class_name_lines)
 
 CONFIG = """
 _base_ = [{base!r}]
@@ -42,7 +42,7 @@ def test_writes_png(tmp_path, repo_root, subprocess_env):
             emb=emb))
     # one row per name of the config's class-name file (SCLIP's synonyms)
     queries, query_class = query_map(
-        config_class_name_lines(Config.fromfile(str(config))))
+        zero_shot_class_name_lines(Config.fromfile(str(config))))
     save_text_embeddings(
         emb,
         np.random.default_rng(0).normal(size=(30, 16)),

@@ -25,8 +25,7 @@ from mmdet.structures import DetDataSample
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from mmlocat.datasets.text_embeddings import (load_text_embeddings,
-                                              save_text_embeddings)
+from mmlocat.text import load_text_embeddings, save_text_embeddings
 from mmlocat.utils.checkpoint_io import (load_state_dict_reported,
                                          read_checkpoint)
 from mmlocat.utils.converters import (clipself_fvit_weights,

@@ -30,11 +30,9 @@ import argparse
 import json
 import os.path as osp
 
-from mmlocat.datasets.text_embeddings import (names_from_annotations,
-                                              read_class_names,
-                                              read_clipself_embeddings,
-                                              save_base_classes,
-                                              save_text_embeddings)
+from mmlocat.text import (names_from_annotations, read_class_names,
+                          read_clipself_embeddings, save_base_classes,
+                          save_text_embeddings)
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.provenance import file_sha256
 

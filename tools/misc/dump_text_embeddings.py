@@ -63,11 +63,13 @@ import json
 
 from mmengine.config import Config
 
-from mmlocat.apis.vocabulary import (encoder_record, open_clip_encoder,
-                                     register_model_config)
-from mmlocat.datasets import text_embeddings as te
-from mmlocat.datasets.imagenet_class_names import (
-    IMAGENET_NAME_SOURCES, build_listed_class_embeddings, imagenet_class_names)
+from mmlocat.datasets.imagenet_class_names import (IMAGENET_NAME_SOURCES,
+                                                   imagenet_class_names)
+from mmlocat.text import (PROMPT_STYLES, TEMPLATE_SETS, encoder_record,
+                          names_from_annotations, open_clip_encoder,
+                          read_class_names, register_model_config,
+                          save_base_classes, write_text_embeddings,
+                          zero_shot_class_name_lines, zero_shot_classes)
 from mmlocat.utils.checkpoint_io import run_cli
 
 
@@ -104,7 +106,7 @@ def parse_args(argv=None):
         help="append a 'background' row (embedding of the word)")
     parser.add_argument(
         '--templates',
-        choices=sorted(te.TEMPLATE_SETS),
+        choices=sorted(TEMPLATE_SETS),
         help="prompt set: F-ViT's 63 (default; imagenet80 with --imagenet, "
         "the config's with --seg-config), "
         "CLIP's ImageNet 63, CLIP's "
@@ -112,7 +114,7 @@ def parse_args(argv=None):
         'single "a photo of a {}."')
     parser.add_argument(
         '--prompt-style',
-        choices=te.PROMPT_STYLES,
+        choices=PROMPT_STYLES,
         help="F-ViT's name / article / 'This is' rules (default) or plain "
         "filling (default with --imagenet; the config's with --seg-config)")
     parser.add_argument('--device', default='cpu')
@@ -150,19 +152,18 @@ def main():
     base = lines = None
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:
-            names, base = te.names_from_annotations(
-                json.load(f), args.ann_file)
+            names, base = names_from_annotations(json.load(f), args.ann_file)
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
         cfg = Config.fromfile(args.seg_config)
         seg_config_recipe(args, cfg)
-        names = te.config_class_names(cfg)
+        names = zero_shot_classes(cfg)
         if cfg.model.get('class_name_file') is not None:
-            lines = te.config_class_name_lines(cfg)
+            lines = zero_shot_class_name_lines(cfg)
     elif args.imagenet:
         names = imagenet_class_names(args.imagenet)
     else:
-        names = te.read_class_names(args.names)
+        names = read_class_names(args.names)
     imagenet = bool(args.imagenet)
     resolve_prompt_defaults(args)
     if args.background and (imagenet or lines is not None):
@@ -174,35 +175,23 @@ def main():
     if args.model_config:
         model_name = register_model_config(args.model_config)
     encode = open_clip_encoder(model_name, args.pretrained, args.device)
-    templates = te.TEMPLATE_SETS[args.templates]
-    query_map = {}
-    if lines is not None:
-        embeddings, rows, query_class = te.build_query_embeddings(
-            lines, encode, templates, args.prompt_style)
-        query_map = dict(query_class=query_class, classes=names)
-    elif imagenet:
-        # ImageNet's lists name a few classes twice (open_clip: missile,
-        # sunglasses): one embedding each, as open_clip
-        embeddings, rows = build_listed_class_embeddings(
-            names, encode, templates, args.prompt_style)
-    else:
-        embeddings, rows = te.build_class_embeddings(
-            names,
-            encode,
-            templates=templates,
-            background=args.background,
-            prompt_style=args.prompt_style)
-    text_model = dict(
+    # ImageNet's lists name a few classes twice (open_clip: missile,
+    # sunglasses): one embedding each, as open_clip
+    embeddings, rows = write_text_embeddings(
+        args.out,
+        names,
+        encode,
         encoder_record(encode, model_name, args.pretrained),
         templates=args.templates,
-        prompt_style=args.prompt_style)
-    te.save_text_embeddings(
-        args.out, embeddings, rows, text_model=text_model, **query_map)
+        prompt_style=args.prompt_style,
+        background=args.background,
+        class_name_lines=lines,
+        repeated_names=imagenet)
     print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]} '
           f'({len(rows)} names, {len(names)} classes, {args.templates} '
           f'templates, {args.prompt_style} prompts)')
     if base is not None:
-        base_file = te.save_base_classes(args.out, base)
+        base_file = save_base_classes(args.out, base)
         print(f'{base_file}: {len(base)} base classes')
 
 

@@ -3,7 +3,7 @@
 CLIP's zero-shot protocol (https://arxiv.org/abs/2103.00020): the class of
 an image is the class whose prompt-ensembled text embedding (an embedding
 file of ``tools/misc/dump_text_embeddings.py`` /
-:func:`mmlocat.datasets.text_embeddings.build_class_embeddings`) has the
+:func:`mmlocat.text.build_class_embeddings`) has the
 largest cosine with the image embedding. At build the embedding file's
 recorded text model is compared with the CLIP recorded in an image-tower
 checkpoint (``clip_checkpoint``, F-ViT's check; ``check_clip=False`` opts
@@ -15,11 +15,10 @@ import torch
 import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 
-from mmlocat.datasets.imagenet_class_names import resolve_class_name_list
-from mmlocat.datasets.text_embeddings import (load_text_embeddings,
-                                              read_text_model)
 from mmlocat.registry import METRICS
-from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
+from mmlocat.text import (check_prompt_recipe, load_text_embeddings,
+                          read_text_model, resolve_class_names)
+from mmlocat.utils.provenance import check_checkpoint_clip
 
 __all__ = ['ZeroShotAccuracy']
 
@@ -77,7 +76,7 @@ class ZeroShotAccuracy(BaseMetric):
             check_checkpoint_clip(text_model, embeddings, clip_checkpoint)
         self.embeddings = embeddings
         self.class_names = (
-            resolve_class_name_list(class_names)
+            resolve_class_names(class_names)
             if class_names is not None else None)
         self.topk = tuple(int(k) for k in topk)
         self._text: Optional[torch.Tensor] = None

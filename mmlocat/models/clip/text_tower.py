@@ -18,20 +18,11 @@ from torch import Tensor
 
 from mmlocat.utils.checkpoint_io import read_clip_state_dict
 from mmlocat.utils.converters.clip import check_openai_archive_act
+from mmlocat.utils.hosts import require_open_clip
 from mmlocat.utils.provenance import (clip_provenance, file_text_sha256,
                                       text_sha256)
 
 __all__ = ['OpenCLIPTextTower', 'build_open_clip_model', 'open_clip_text_act']
-
-
-def _import_open_clip():
-    try:
-        import open_clip
-    except ImportError as err:
-        raise ImportError('the CLIP text tower needs open_clip: pip install '
-                          'open_clip_torch') from err
-    return open_clip
-
 
 # The image tower open_clip's CLIP classes always build; its text tower does
 # not depend on it, and it is dropped at once: a 1-block stand-in keeps the
@@ -55,7 +46,7 @@ def build_open_clip_model(model_name: Optional[str] = None,
     """
     if (model_name is None) == (model_cfg is None):
         raise ValueError('give exactly one of text model_name or model_cfg')
-    open_clip = _import_open_clip()
+    open_clip = require_open_clip('the CLIP text tower')
     if model_name is not None:
         model_cfg = open_clip.get_model_config(model_name)
         if model_cfg is None:
@@ -80,7 +71,7 @@ def open_clip_text_act(model: torch.nn.Module) -> Optional[str]:
     """The MLP activation of an open_clip model's text tower:
     ``'quick_gelu'`` / ``'gelu'`` (``None`` for a HuggingFace text tower,
     whose activation is its own)."""
-    open_clip = _import_open_clip()
+    open_clip = require_open_clip('the CLIP text tower')
     text = getattr(model, 'text', model)
     for module in getattr(text, 'transformer', text).modules():
         if isinstance(module, open_clip.transformer.QuickGELU):
@@ -190,7 +181,7 @@ class OpenCLIPTextTower(BaseModule):
                         source: str) -> Dict[str, Tensor]:
         """The text keys of an open_clip CLIP state dict, renamed to this
         tower's layout (``CLIP`` or ``CustomTextCLIP``)."""
-        open_clip = _import_open_clip()
+        open_clip = require_open_clip('the CLIP text tower')
         own = self.model.state_dict()
         custom = any(k.startswith('text.') for k in own)
         if custom and not any(k.startswith('text.') for k in state_dict):

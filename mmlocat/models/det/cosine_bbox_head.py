@@ -23,11 +23,9 @@ from mmengine.config import ConfigDict
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
-from mmlocat.datasets.text_embeddings import (BACKGROUND, load_text_embeddings,
-                                              read_class_names,
-                                              resolve_class_names,
-                                              sidecar_path)
 from mmlocat.registry import MODELS
+from mmlocat.text import (BACKGROUND, load_text_embeddings, read_class_names,
+                          resolve_class_names, sidecar_path)
 
 __all__ = ['CosineSimBBoxHead']
 
@@ -42,7 +40,7 @@ class CosineSimBBoxHead(ConvFCBBoxHead):
 
     Args:
         text_embeddings: ``(C[+1], D)`` ``.npy`` file with a ``.json``
-            class-name sidecar (see :mod:`mmlocat.datasets.text_embeddings`);
+            class-name sidecar (see :mod:`mmlocat.text.embeddings`);
             checked against ``class_names`` (names and order).
         class_names: The label space: names, a ``.json``/``.txt`` file (an
             annotation file gives its categories in id order), or a

@@ -18,8 +18,8 @@ from mmdet.structures import SampleList
 from mmdet.utils import ConfigType, InstanceList, OptConfigType, OptMultiConfig
 from torch import Tensor
 
-from mmlocat.datasets.text_embeddings import read_text_model
 from mmlocat.registry import MODELS
+from mmlocat.text import read_text_model
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_checkpoint_clip
 from ..backbones.vit_base import TokenLoopViT

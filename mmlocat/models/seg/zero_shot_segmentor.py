@@ -29,10 +29,13 @@ from mmseg.structures import SegDataSample
 from mmseg.utils import OptConfigType, OptMultiConfig, OptSampleList
 from torch import Tensor
 
-from mmlocat.datasets import text_embeddings as te
 from mmlocat.registry import MODELS
+from mmlocat.text import (BACKGROUND, check_class_name_lines,
+                          check_prompt_recipe, check_same_classes,
+                          load_query_embeddings, read_class_name_file,
+                          read_text_model, sidecar_path)
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.provenance import check_checkpoint_clip, check_prompt_recipe
+from mmlocat.utils.provenance import check_checkpoint_clip
 from mmlocat.visualization.palette import class_palette
 from .text_classifier import ZeroShotTextClassifier
 
@@ -53,7 +56,7 @@ class ZeroShotSegmentor(BaseSegmentor):
     and labels (:class:`ZeroShotTextClassifier`), as SCLIP does.
 
     The text embeddings are an embedding file of
-    :mod:`mmlocat.datasets.text_embeddings` written by
+    :mod:`mmlocat.text.embeddings` written by
     ``tools/misc/dump_text_embeddings.py``: one row per query name, its
     sidecar mapping rows to classes (a file without the map is one row per
     class). A dataset's background class (label 0) is either one of the
@@ -128,7 +131,7 @@ class ZeroShotSegmentor(BaseSegmentor):
                  logit_scale: float = 40.,
                  prob_thd: float = 0.,
                  bg_thresh: Optional[float] = None,
-                 background_class: str = te.BACKGROUND,
+                 background_class: str = BACKGROUND,
                  classes: Optional[Sequence[str]] = None,
                  data_preprocessor: OptConfigType = None,
                  test_cfg: OptConfigType = None,
@@ -171,14 +174,14 @@ class ZeroShotSegmentor(BaseSegmentor):
                 f'{backbone["type"]} has no projection to the text space '
                 '(arch without output_dims): its patch tokens cannot be '
                 'compared with text embeddings')
-        table = te.load_query_embeddings(text_embeddings)
+        table = load_query_embeddings(text_embeddings)
         self.text_embeddings_file = text_embeddings
         self.background_class = background_class
         self._check_background(table.classes, table.has_query_map, bg_thresh,
                                prob_thd)
         if class_name_file is not None:
             self._check_query_names(table, class_name_file)
-        text_model = te.read_text_model(text_embeddings)
+        text_model = read_text_model(text_embeddings)
         check_prompt_recipe(
             text_model, text_embeddings,
             dict(templates=templates, prompt_style=prompt_style),
@@ -291,7 +294,7 @@ class ZeroShotSegmentor(BaseSegmentor):
     def _check_query_names(self, table, class_name_file: str) -> None:
         """The embedding file's query names must be ``class_name_file``'s,
         class by class (so nothing is re-ordered or stale)."""
-        lines = te.read_class_name_file(class_name_file)
+        lines = read_class_name_file(class_name_file)
         path = self.text_embeddings_file
         found: List[List[str]] = [[] for _ in table.classes]
         for name, k in zip(table.queries, table.query_class):
@@ -301,7 +304,7 @@ class ZeroShotSegmentor(BaseSegmentor):
                 f'{class_name_file} has {len(lines)} lines (classes) but '
                 f'{path} {len(found)} classes: dump the embeddings from it '
                 '(tools/misc/dump_text_embeddings.py --seg-config)')
-        te.check_class_name_lines(lines, table.classes, class_name_file)
+        check_class_name_lines(lines, table.classes, class_name_file)
         for k, (want, got) in enumerate(zip(lines, found)):
             if want != got:
                 hint = ('; its sidecar has no row-to-class map (one row per '
@@ -309,7 +312,7 @@ class ZeroShotSegmentor(BaseSegmentor):
                 raise ValueError(
                     f'{path} does not hold the names of {class_name_file}: '
                     f'class {k} ({table.classes[k]!r}) has {got} in '
-                    f'{te.sidecar_path(path)} but {want} at line {k + 1} of '
+                    f'{sidecar_path(path)} but {want} at line {k + 1} of '
                     f'the class-name file{hint}; dump the embeddings from '
                     'the config (tools/misc/dump_text_embeddings.py '
                     '--seg-config)')
@@ -344,8 +347,8 @@ class ZeroShotSegmentor(BaseSegmentor):
                 'from a class-name file whose first line is the background '
                 "(SCLIP's text background) or set bg_thresh (a constant "
                 'background channel)')
-        te.check_same_classes(self.class_names, classes,
-                              self.text_embeddings_file)
+        check_same_classes(self.class_names, classes,
+                           self.text_embeddings_file)
 
     def extract_feat(self, inputs: Tensor) -> Tensor:
         """``(B, D, h, w)`` unit-norm patch features in the text space."""

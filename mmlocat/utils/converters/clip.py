@@ -20,6 +20,7 @@ from typing import Dict, Optional
 
 from torch import Tensor
 
+from ..hosts import require_open_clip
 from ._keymap import rename_keys, require_keys, visual_keys
 
 __all__ = [
@@ -113,12 +114,8 @@ def open_clip_model_config(model_name: Optional[str] = None,
             raise ValueError(f'{model_config} is not an open_clip model '
                              'config: no vision_cfg')
         return cfg
-    try:
-        import open_clip
-    except ImportError as err:
-        raise ImportError('reading an open_clip model name needs open_clip: '
-                          'pip install open_clip_torch (or pass the model '
-                          'config file)') from err
+    open_clip = require_open_clip(
+        'reading an open_clip model name (not a model-config file)')
     cfg = open_clip.get_model_config(model_name)
     if cfg is None:
         raise ValueError(

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from helpers.fvit import (EMBED, build_detector, det_batch, tiny_fvit_cfg,
                           write_embeddings)
 
-from mmlocat.datasets.text_embeddings import save_text_embeddings
 from mmlocat.engine.hooks import OVLabelSpaceHook
+from mmlocat.text import save_text_embeddings
 from mmlocat.utils.checkpoint_io import save_checkpoint
 
 NAMES = ['cat', 'dog', 'car']

@@ -28,9 +28,9 @@ from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
 
 import mmlocat  # noqa: F401
-from mmlocat.datasets.text_embeddings import query_map, save_text_embeddings
 from mmlocat.testing import generate
 from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
+from mmlocat.text import query_map, save_text_embeddings
 
 EMBED, OUT = 32, 24
 TINY = dict(
@@ -472,7 +472,7 @@ def test_real_open_clip_model(tmp_path, repo_root, monkeypatch):
     model.backbone.load_state_dict(convert_clip(clip.state_dict()))
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(6))
     tokenizer = open_clip.get_tokenizer('tiny-zs-clip')
-    from mmlocat.datasets.text_embeddings import IMAGENET_TEMPLATES
+    from mmlocat.text import IMAGENET_TEMPLATES
     with torch.no_grad():
         text = []
         for name in ('cat', 'dog', 'person'):

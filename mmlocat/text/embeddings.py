@@ -31,112 +31,24 @@ reorder silently.
 import json
 import os
 import os.path as osp
-from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .ov_coco import split_base_names
+from .class_names import BACKGROUND, read_class_names
+from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
+                        check_templates, class_prompts)
 
 __all__ = [
-    'PROMPT_TEMPLATES', 'FVIT_TEMPLATES', 'CLIP_TEMPLATES',
-    'IMAGENET_TEMPLATES', 'SINGLE_TEMPLATE', 'TEMPLATE_SETS', 'BACKGROUND',
-    'sidecar_path', 'fvit_prompts', 'plain_prompts', 'build_class_embeddings',
-    'save_text_embeddings', 'load_text_embeddings', 'read_class_names',
-    'read_text_model', 'resolve_class_names', 'names_from_annotations',
-    'config_class_names', 'read_clipself_embeddings', 'save_base_classes',
-    'CLASS_NAME_SEPARATOR', 'read_class_name_file', 'check_class_name_lines',
-    'build_query_embeddings', 'QueryEmbeddings', 'load_query_embeddings',
-    'config_class_name_lines', 'check_same_classes', 'query_map'
+    'Encoder', 'sidecar_path', 'embed_names', 'build_class_embeddings',
+    'build_query_embeddings', 'query_map', 'save_text_embeddings',
+    'write_text_embeddings', 'read_text_model', 'check_prompt_recipe',
+    'check_same_classes', 'QueryEmbeddings', 'load_query_embeddings',
+    'load_text_embeddings', 'read_clipself_embeddings', 'save_base_classes'
 ]
 
-BACKGROUND = 'background'
-
-# CLIP's ImageNet-style prompt set (63 templates); the prompt style of
-# ``prompt_style='plain'``. Each must contain exactly one '{}'.
-CLIP_TEMPLATES = (
-    'a bad photo of a {}.', 'a photo of many {}.', 'a sculpture of a {}.',
-    'a photo of the hard to see {}.', 'a low resolution photo of the {}.',
-    'a rendering of a {}.', 'graffiti of a {}.', 'a bad photo of the {}.',
-    'a cropped photo of the {}.', 'a tattoo of a {}.', 'the embroidered {}.',
-    'a photo of a hard to see {}.', 'a bright photo of a {}.',
-    'a photo of a clean {}.', 'a photo of a dirty {}.',
-    'a dark photo of the {}.', 'a drawing of a {}.', 'a photo of my {}.',
-    'the plastic {}.', 'a photo of the cool {}.', 'a close-up photo of a {}.',
-    'a black and white photo of the {}.', 'a painting of the {}.',
-    'a painting of a {}.', 'a pixelated photo of the {}.',
-    'a sculpture of the {}.', 'a bright photo of the {}.',
-    'a cropped photo of a {}.', 'a plastic {}.', 'a photo of the dirty {}.',
-    'a jpeg corrupted photo of a {}.', 'a blurry photo of the {}.',
-    'a photo of the {}.', 'a good photo of the {}.', 'a rendering of the {}.',
-    'a {} in a video game.', 'a photo of one {}.', 'a doodle of a {}.',
-    'a close-up photo of the {}.', 'a photo of a {}.', 'the origami {}.',
-    'the {} in a video game.', 'a sketch of a {}.', 'a doodle of the {}.',
-    'a origami {}.', 'a low resolution photo of a {}.', 'the toy {}.',
-    'a rendition of the {}.', 'a photo of the clean {}.',
-    'a photo of a large {}.', 'a rendition of a {}.', 'a photo of a nice {}.',
-    'a photo of a weird {}.', 'a blurry photo of a {}.', 'a cartoon {}.',
-    'art of a {}.', 'a sketch of the {}.', 'a embroidered {}.',
-    'a pixelated photo of a {}.', 'itap of the {}.',
-    'a jpeg corrupted photo of the {}.', 'a good photo of a {}.',
-    'itap of a {}.')
-
-# F-ViT's 63 templates (CLIPSelf, F-ViT/tools/clip_utils.py), used with
-# ``prompt_style='fvit'``: ``{article}`` is 'a'/'an' and prompts starting
-# with "a"/"the" get a leading "This is ".
-FVIT_TEMPLATES = (
-    'There is {article} {} in the scene.', 'There is the {} in the scene.',
-    'a photo of {article} {} in the scene.', 'a photo of the {} in the scene.',
-    'a photo of one {} in the scene.', 'itap of {article} {}.',
-    'itap of my {}.', 'itap of the {}.', 'a photo of {article} {}.',
-    'a photo of my {}.', 'a photo of the {}.', 'a photo of one {}.',
-    'a photo of many {}.', 'a good photo of {article} {}.',
-    'a good photo of the {}.', 'a bad photo of {article} {}.',
-    'a bad photo of the {}.', 'a photo of a nice {}.',
-    'a photo of the nice {}.', 'a photo of a cool {}.',
-    'a photo of the cool {}.', 'a photo of a weird {}.',
-    'a photo of the weird {}.', 'a photo of a small {}.',
-    'a photo of the small {}.', 'a photo of a large {}.',
-    'a photo of the large {}.', 'a photo of a clean {}.',
-    'a photo of the clean {}.', 'a photo of a dirty {}.',
-    'a photo of the dirty {}.', 'a bright photo of {article} {}.',
-    'a bright photo of the {}.', 'a dark photo of {article} {}.',
-    'a dark photo of the {}.', 'a photo of a hard to see {}.',
-    'a photo of the hard to see {}.',
-    'a low resolution photo of {article} {}.',
-    'a low resolution photo of the {}.', 'a cropped photo of {article} {}.',
-    'a cropped photo of the {}.', 'a close-up photo of {article} {}.',
-    'a close-up photo of the {}.', 'a jpeg corrupted photo of {article} {}.',
-    'a jpeg corrupted photo of the {}.', 'a blurry photo of {article} {}.',
-    'a blurry photo of the {}.', 'a pixelated photo of {article} {}.',
-    'a pixelated photo of the {}.', 'a black and white photo of the {}.',
-    'a black and white photo of {article} {}.', 'a plastic {}.',
-    'the plastic {}.', 'a toy {}.', 'the toy {}.', 'a plushie {}.',
-    'the plushie {}.', 'a cartoon {}.', 'the cartoon {}.',
-    'an embroidered {}.', 'the embroidered {}.', 'a painting of the {}.',
-    'a painting of a {}.')
-# CLIP's full ImageNet prompt set (the 80 of CLIP's zero-shot notebook, the
-# set MaskCLIP and the zero-shot segmentation literature use): the first 62
-# of ``CLIP_TEMPLATES`` then 18 more.
-IMAGENET_TEMPLATES = CLIP_TEMPLATES[:62] + (
-    'a plushie {}.', 'a photo of the nice {}.', 'a photo of the small {}.',
-    'a photo of the weird {}.', 'the cartoon {}.', 'art of the {}.',
-    'a drawing of the {}.', 'a photo of the large {}.',
-    'a black and white photo of a {}.', 'the plushie {}.',
-    'a dark photo of a {}.', 'itap of a {}.', 'graffiti of the {}.',
-    'a toy {}.', 'itap of my {}.', 'a photo of a cool {}.',
-    'a photo of a small {}.', 'a tattoo of the {}.')
-# The default prompt set: F-ViT's.
-PROMPT_TEMPLATES = FVIT_TEMPLATES
-SINGLE_TEMPLATE = ('a photo of a {}.', )
-TEMPLATE_SETS = dict(
-    fvit=FVIT_TEMPLATES,
-    clip=CLIP_TEMPLATES,
-    imagenet80=IMAGENET_TEMPLATES,
-    single=SINGLE_TEMPLATE)
-PROMPT_STYLES = ('fvit', 'plain')
-# Separates the names (synonyms) of one class on a class-name file's line.
-CLASS_NAME_SEPARATOR = ', '
+#: Prompts -> ``(N, D)`` features (an array or a tensor).
+Encoder = Callable[[List[str]], object]
 
 
 def sidecar_path(npy_path: str) -> str:
@@ -147,28 +59,6 @@ def sidecar_path(npy_path: str) -> str:
     return npy_path[:-len('.npy')] + '.json'
 
 
-def read_class_names(path: str) -> List[str]:
-    """Read class names: a ``.json`` list, an embedding sidecar, a
-    COCO/LVIS annotation file (its categories in id order) or a ``.txt``
-    (one a line)."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'class-name file not found: {path}')
-    if path.endswith('.json'):
-        with open(path, encoding='utf-8') as f:
-            names = json.load(f)
-        if isinstance(names, dict) and 'categories' in names:
-            names = names_from_annotations(names, path)[0]
-        elif isinstance(names, dict) and 'classes' in names:
-            names = names['classes']  # an embedding sidecar
-    else:
-        with open(path, encoding='utf-8') as f:
-            names = [line.strip() for line in f if line.strip()]
-    if (not isinstance(names, list)
-            or not all(isinstance(n, str) for n in names)):
-        raise ValueError(f'{path} must hold a list of class-name strings')
-    return names
-
-
 def _normalize(x: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     if not np.all(np.isfinite(x)) or np.any(norm == 0):
@@ -176,30 +66,32 @@ def _normalize(x: np.ndarray) -> np.ndarray:
     return x / norm
 
 
-def fvit_prompts(name: str, templates: Sequence[str]) -> List[str]:
-    """F-ViT's prompts of one class name (CLIPSelf ``clip_utils``).
-
-    The name is lower-cased with ``_`` read as a space, ``/`` as " or " and
-    trailing dots removed; ``{article}`` is "an" when the raw name starts
-    with a lower-case vowel, else "a"; prompts that start with "a" or
-    "the" get a leading "This is ".
-    """
-    text = name.replace('_', ' ').replace('/', ' or ').lower().rstrip('.')
-    article = 'an' if name[:1] in 'aeiou' and name else 'a'
-    prompts = [tpl.format(text, article=article) for tpl in templates]
-    return [
-        'This is ' + p if p.startswith(('a', 'the')) else p for p in prompts
-    ]
-
-
-def plain_prompts(name: str, templates: Sequence[str]) -> List[str]:
-    """Each template filled with the name, ``_`` read as a space."""
-    return [tpl.format(name.replace('_', ' ')) for tpl in templates]
+def embed_names(names: Sequence[str], encode_text_fn: Encoder,
+                templates: Sequence[str], prompt_style: str) -> np.ndarray:
+    """``(N, D)`` float32 prompt-ensembled rows of ``names``, row ``k``
+    the embedding of ``names[k]``; a name given twice is encoded once
+    (its rows are identical: ImageNet's lists name two classes twice, and
+    open_clip embeds them alike)."""
+    check_templates(templates, prompt_style)
+    done: Dict[str, np.ndarray] = {}
+    for name in names:
+        if name in done:
+            continue
+        prompts = class_prompts(name, templates, prompt_style)
+        feats = encode_text_fn(prompts)
+        if hasattr(feats, 'detach'):  # torch tensor
+            feats = feats.detach().float().cpu().numpy()
+        feats = np.asarray(feats, dtype=np.float64)
+        if feats.ndim != 2 or feats.shape[0] != len(prompts):
+            raise ValueError(f'encode_text_fn returned shape {feats.shape} '
+                             f'for {len(prompts)} prompts')
+        done[name] = _normalize(_normalize(feats).mean(axis=0))
+    return np.stack([done[n] for n in names]).astype(np.float32)
 
 
 def build_class_embeddings(
         class_names: Sequence[str],
-        encode_text_fn: Callable[[List[str]], object],
+        encode_text_fn: Encoder,
         templates: Sequence[str] = PROMPT_TEMPLATES,
         background: bool = False,
         prompt_style: str = 'fvit') -> Tuple[np.ndarray, List[str]]:
@@ -226,120 +118,12 @@ def build_class_embeddings(
     if len(set(class_names)) != len(class_names):
         raise ValueError('class_names has duplicates')
     names = list(class_names) + ([BACKGROUND] if background else [])
-    return _embed_names(names, encode_text_fn, templates, prompt_style), names
-
-
-def _embed_names(names: Sequence[str], encode_text_fn: Callable,
-                 templates: Sequence[str], prompt_style: str) -> np.ndarray:
-    """``(N, D)`` float32 prompt-ensembled rows of ``names``; a name given
-    twice is encoded once (its rows are identical)."""
-    if prompt_style not in PROMPT_STYLES:
-        raise ValueError(f'prompt_style must be one of {PROMPT_STYLES}, got '
-                         f'{prompt_style!r}')
-    for tpl in templates:
-        if tpl.count('{}') != 1:
-            raise ValueError(f'template needs exactly one {{}}: {tpl!r}')
-    make_prompts = fvit_prompts if prompt_style == 'fvit' else plain_prompts
-    done: Dict[str, np.ndarray] = {}
-    for name in names:
-        if name in done:
-            continue
-        prompts = make_prompts(name, templates)
-        feats = encode_text_fn(prompts)
-        if hasattr(feats, 'detach'):  # torch tensor
-            feats = feats.detach().float().cpu().numpy()
-        feats = np.asarray(feats, dtype=np.float64)
-        if feats.ndim != 2 or feats.shape[0] != len(prompts):
-            raise ValueError(f'encode_text_fn returned shape {feats.shape} '
-                             f'for {len(prompts)} prompts')
-        done[name] = _normalize(_normalize(feats).mean(axis=0))
-    return np.stack([done[n] for n in names]).astype(np.float32)
-
-
-def read_class_name_file(path: str) -> List[List[str]]:
-    """Read a class-name file of SCLIP / NACLIP's format: line ``k`` is
-    class ``k``, its names (synonyms) separated by ``', '``.
-
-    As SCLIP's ``get_cls_idx`` (``clip_segmentor.py``): lines are split at
-    exactly ``', '`` and the names kept as written; a missing final newline
-    does not matter. Unlike it, an empty line or an empty name is an error
-    (SCLIP would embed an empty prompt), and ``\\r\\n`` line ends are read
-    as ``\\n``.
-
-    Returns:
-        One list of names per class, in file order.
-
-    Raises:
-        FileNotFoundError: No such file.
-        ValueError: An empty file, line or name, or a name listed twice on
-            one line.
-    """
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'class-name file not found: {path}')
-    with open(path, encoding='utf-8', newline='') as f:
-        text = f.read()
-    if text.endswith('\n'):
-        text = text[:-1]
-    if not text:
-        raise ValueError(f'class-name file {path} is empty')
-    lines = []
-    for number, line in enumerate(text.split('\n'), 1):
-        names = line.rstrip('\r').split(CLASS_NAME_SEPARATOR)
-        if not all(n.strip() for n in names):
-            raise ValueError(
-                f'{path}:{number}: empty class name in {line!r} (a line is '
-                f'one class, its names separated by {CLASS_NAME_SEPARATOR!r})')
-        if len(set(names)) != len(names):
-            raise ValueError(f'{path}:{number}: a name is listed twice in '
-                             f'{line!r}')
-        lines.append(names)
-    return lines
-
-
-def _squash(name: str) -> str:
-    # SCLIP's files write many names without spaces ('trafficlight')
-    return name.replace(' ', '').replace('_', '').lower()
-
-
-def check_class_name_lines(lines: Sequence[Sequence[str]],
-                           classes: Sequence[str], path: str) -> None:
-    """Raise unless a class-name file's lines can be the dataset's classes
-    in label order.
-
-    Line ``k`` is class ``k``: the counts must be equal. The names of a line
-    need not contain the class's own name (SCLIP's VOC20 file says ``ship``
-    for ``boat``), so the order is checked where it can be: a line holding
-    another class's name (spaces, ``_`` and case ignored) whose own line
-    lacks it is a misplaced line.
-
-    Raises:
-        ValueError: Another count, or a misplaced line; naming the file,
-            the line and the dataset class at both places.
-    """
-    classes = list(classes)
-    if len(lines) != len(classes):
-        raise ValueError(
-            f'{path} has {len(lines)} lines (classes) but the dataset '
-            f'{len(classes)} classes ({classes[:3]}...); line k must be the '
-            'names of dataset class k')
-    owned = [{_squash(n) for n in names} for names in lines]
-    index = {_squash(c): k for k, c in enumerate(classes)}
-    for k, names in enumerate(lines):
-        for name in names:
-            other = index.get(_squash(name))
-            if other is not None and other != k and (_squash(classes[other])
-                                                     not in owned[other]):
-                raise ValueError(
-                    f'{path}:{k + 1} lists {name!r}, the name of dataset '
-                    f'class {other} ({classes[other]!r}), but line '
-                    f'{other + 1} ({", ".join(lines[other])!r}) does not: '
-                    f'the lines are not in the dataset\'s class order '
-                    f'(line {k + 1} should name {classes[k]!r})')
+    return embed_names(names, encode_text_fn, templates, prompt_style), names
 
 
 def build_query_embeddings(
         lines: Sequence[Sequence[str]],
-        encode_text_fn: Callable[[List[str]], object],
+        encode_text_fn: Encoder,
         templates: Sequence[str] = IMAGENET_TEMPLATES,
         prompt_style: str = 'plain'
 ) -> Tuple[np.ndarray, List[str], List[int]]:
@@ -361,8 +145,8 @@ def build_query_embeddings(
         ``(embeddings (Q, D) float32, query names, class index of each)``.
     """
     queries, query_class = query_map(lines)
-    return (_embed_names(queries, encode_text_fn, templates,
-                         prompt_style), queries, query_class)
+    return (embed_names(queries, encode_text_fn, templates,
+                        prompt_style), queries, query_class)
 
 
 def query_map(lines: Sequence[Sequence[str]]) -> Tuple[List[str], List[int]]:
@@ -423,6 +207,74 @@ def save_text_embeddings(path: str,
     return path
 
 
+def write_text_embeddings(
+        path: str,
+        classes: Sequence[str],
+        encode: Encoder,
+        text_model: Dict,
+        templates: str = 'fvit',
+        prompt_style: str = 'fvit',
+        background: bool = False,
+        class_name_lines: Optional[Sequence[Sequence[str]]] = None,
+        repeated_names: bool = False) -> Tuple[np.ndarray, List[str]]:
+    """Build the text embeddings of ``classes`` and write them with their
+    sidecar: the one build-and-save step (``dump_text_embeddings.py``, the
+    run-time vocabulary cache).
+
+    Args:
+        path: Output ``.npy`` file; written under a private name, then
+            moved, so a reader never sees half a file.
+        classes: The class names in label order.
+        encode: Prompts -> ``(N, D)`` features (e.g.
+            :class:`~mmlocat.text.encoder.TextEncoder`).
+        text_model: The text tower's record (``encoder_record``), stored
+            in the sidecar with ``templates`` and ``prompt_style``.
+        templates: A key of :data:`~mmlocat.text.templates.TEMPLATE_SETS`.
+        prompt_style: ``'fvit'`` or ``'plain'``.
+        background: Append F-ViT's ``'background'`` row.
+        class_name_lines: The names (synonyms) of each class
+            (:func:`~mmlocat.text.class_names.read_class_name_file`): one
+            row per name and the row-to-class map in the sidecar.
+        repeated_names: ``classes`` may name a class twice (ImageNet's
+            lists): those rows are equal.
+
+    Returns:
+        ``(embeddings (R, D) float32, row names)``.
+    """
+    sidecar_path(path)  # a .npy path, before anything is encoded
+    if templates not in TEMPLATE_SETS:
+        raise ValueError(f'templates must be one of {sorted(TEMPLATE_SETS)}, '
+                         f'got {templates!r}')
+    if background and (repeated_names or class_name_lines is not None):
+        raise ValueError('a background row goes with one row per distinct '
+                         'class only')
+    template_set = TEMPLATE_SETS[templates]
+    row_map = {}
+    if class_name_lines is not None:
+        embeddings, rows, query_class = build_query_embeddings(
+            class_name_lines, encode, template_set, prompt_style)
+        row_map = dict(query_class=query_class, classes=list(classes))
+    elif repeated_names:
+        embeddings = embed_names(classes, encode, template_set, prompt_style)
+        rows = list(classes)
+    else:
+        embeddings, rows = build_class_embeddings(
+            classes,
+            encode,
+            templates=template_set,
+            background=background,
+            prompt_style=prompt_style)
+    text_model = dict(
+        text_model, templates=templates, prompt_style=prompt_style)
+    tmp = f'{path[:-len(".npy")]}.{os.getpid()}.tmp.npy'
+    save_text_embeddings(
+        tmp, embeddings, rows, text_model=text_model, **row_map)
+    # concurrent writers of one file write the same bytes
+    os.replace(sidecar_path(tmp), sidecar_path(path))
+    os.replace(tmp, path)
+    return embeddings, rows
+
+
 def read_text_model(path: str) -> Dict:
     """The text-model provenance recorded in an embedding file's sidecar
     (``{}`` when the sidecar is a plain name list)."""
@@ -434,6 +286,35 @@ def read_text_model(path: str) -> Dict:
     if isinstance(content, dict):
         return dict(content.get('text_model') or {})
     return {}
+
+
+def check_prompt_recipe(text_model: Dict, text_file: str,
+                        expected: Dict[str,
+                                       Optional[str]], consumer: str) -> None:
+    """Raise if an embedding file was written with another prompt recipe
+    than ``consumer`` names.
+
+    Args:
+        text_model: The sidecar's record (``templates``, ``prompt_style``).
+        text_file: The embedding file (for the message).
+        expected: ``{'templates': ..., 'prompt_style': ...}`` of the
+            consumer; a ``None`` value accepts any.
+        consumer: Who expects them (for the message), e.g. a model type.
+
+    Each field is compared only when both sides have it.
+
+    Raises:
+        ValueError: Naming the file, both values and the dump option.
+    """
+    for key, want in expected.items():
+        found = text_model.get(key)
+        if want is not None and found is not None and found != want:
+            option = '--' + key.replace('_', '-')
+            raise ValueError(
+                f'text embeddings {text_file} were written with {key} '
+                f'{found!r} but {consumer} names {want!r}: dump them with '
+                f'tools/misc/dump_text_embeddings.py {option} {want}, or set '
+                f'{key}={found!r} (None accepts any)')
 
 
 def _mismatch(got: List[str], want: List[str], path: str) -> str:
@@ -577,90 +458,6 @@ def load_text_embeddings(
     if background is not None:
         background = _normalize(background.astype(np.float32))
     return emb, background, list(names)
-
-
-def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
-    """Class names from a list, a ``.json``/``.txt`` file, or the name of a
-    registered mmdet dataset (its ``METAINFO['classes']``)."""
-    if not isinstance(spec, str):
-        return list(spec)
-    if spec.endswith(('.json', '.txt')):
-        return read_class_names(spec)
-    from mmdet.registry import DATASETS
-    dataset = DATASETS.get(spec)
-    if dataset is None or 'classes' not in getattr(dataset, 'METAINFO', {}):
-        raise ValueError(f'{spec!r} is neither a class-name file nor a '
-                         'registered dataset with METAINFO classes')
-    return list(dataset.METAINFO['classes'])
-
-
-def names_from_annotations(
-        ann: dict,
-        source: str = 'the annotation dict') -> Tuple[List[str], List[str]]:
-    """``(all names, base names)`` of a COCO/LVIS annotation dict, in
-    category-id order (the label order of mmdet's datasets).
-
-    Base classes are those with ``split`` ``'base'`` or OVR-CNN's
-    ``'seen'`` (OV-COCO split files, :func:`~mmlocat.datasets.ov_coco.
-    split_base_names`: other labels or no base class are an error naming
-    ``source``) or LVIS ``frequency`` ``'f'``/``'c'``; with neither field,
-    all.
-    """
-    if 'categories' not in ann:
-        raise ValueError('not a COCO/LVIS annotation dict: no categories')
-    cats = sorted(ann['categories'], key=lambda c: c['id'])
-    names = [c['name'] for c in cats]
-    if any('split' in c for c in cats):
-        base = split_base_names(cats, source)
-    elif any('frequency' in c for c in cats):
-        base = [c['name'] for c in cats if c.get('frequency') in ('f', 'c')]
-    else:
-        base = list(names)
-    return names, base
-
-
-def config_class_names(cfg) -> List[str]:
-    """The classes a zero-shot segmentation config's embedding file must
-    hold: its test dataset's ``metainfo['classes']`` (the config's
-    ``metainfo`` or the registered dataset's ``METAINFO``), in label order,
-    without the background class when the model has a ``bg_thresh``.
-
-    Args:
-        cfg: An mmengine ``Config`` with ``test_dataloader`` and ``model``.
-    """
-    import importlib
-    dataset = cfg.test_dataloader.dataset
-    classes = (dataset.get('metainfo') or {}).get('classes')
-    if classes is None:
-        # the host's own registry (e.g. mmseg's) finds its unprefixed types
-        scope = cfg.get('default_scope', 'mmengine')
-        registry = importlib.import_module(f'{scope}.registry').DATASETS
-        dataset_cls = registry.get(dataset['type'])
-        if dataset_cls is None or 'classes' not in getattr(
-                dataset_cls, 'METAINFO', {}):
-            raise ValueError(f'the test dataset {dataset["type"]!r} of the '
-                             'config has no classes in its metainfo')
-        classes = dataset_cls.METAINFO['classes']
-    classes = list(classes)
-    model = cfg.get('model', {})
-    if model.get('bg_thresh') is not None:
-        background = model.get('background_class', BACKGROUND)
-        classes = [c for c in classes if c != background]
-    return classes
-
-
-def config_class_name_lines(cfg) -> List[List[str]]:
-    """The query names of a zero-shot segmentation config, one list per
-    class of :func:`config_class_names`: the lines of its model's
-    ``class_name_file`` (checked against those classes), or each class's
-    own name when it names no file."""
-    classes = config_class_names(cfg)
-    path = cfg.get('model', {}).get('class_name_file')
-    if path is None:
-        return [[c] for c in classes]
-    lines = read_class_name_file(path)
-    check_class_name_lines(lines, classes, path)
-    return lines
 
 
 def read_clipself_embeddings(

@@ -1,18 +1,17 @@
-"""Text embeddings: prompt ensembling, files, validation against classes."""
+"""mmlocat.text.embeddings: prompt ensembling, files, validation against
+classes."""
 import json
 
 import numpy as np
 import pytest
 import torch
 
-from mmlocat.datasets import text_embeddings as te
+from mmlocat import text as te
 
 PROMPT_TEMPLATES = te.PROMPT_TEMPLATES
 CLIP_TEMPLATES = te.CLIP_TEMPLATES
 build_class_embeddings = te.build_class_embeddings
 load_text_embeddings = te.load_text_embeddings
-names_from_annotations = te.names_from_annotations
-resolve_class_names = te.resolve_class_names
 save_text_embeddings = te.save_text_embeddings
 sidecar_path = te.sidecar_path
 
@@ -33,45 +32,6 @@ class CharEncoder:
             for ch in p:
                 counts[i, ord(ch) % 128] += 1
         return counts @ self.weight
-
-
-def test_templates():
-    """F-ViT's 63 templates (CLIPSelf F-ViT/tools/clip_utils.py) are the
-    default; CLIP's ImageNet-style set stays as an option."""
-    assert PROMPT_TEMPLATES is te.FVIT_TEMPLATES
-    assert len(PROMPT_TEMPLATES) == 63 == len(set(PROMPT_TEMPLATES))
-    assert all(t.count('{}') == 1 for t in PROMPT_TEMPLATES)
-    assert PROMPT_TEMPLATES[:2] == ('There is {article} {} in the scene.',
-                                    'There is the {} in the scene.')
-    assert PROMPT_TEMPLATES[-1] == 'a painting of a {}.'
-    for named in ('itap of {article} {}.', 'a bad photo of the {}.',
-                  'an embroidered {}.', 'a plushie {}.'):
-        assert named in PROMPT_TEMPLATES
-    assert sum('{article}' in t for t in PROMPT_TEMPLATES) == 15
-    assert len(CLIP_TEMPLATES) == 63 == len(set(CLIP_TEMPLATES))
-    assert 'a photo of a {}.' in CLIP_TEMPLATES
-    assert te.TEMPLATE_SETS['single'] == ('a photo of a {}.', )
-
-
-def test_fvit_prompt_rules():
-    prompts = te.fvit_prompts('aerosol_can', PROMPT_TEMPLATES)
-    assert prompts[0] == 'There is an aerosol can in the scene.'
-    assert prompts[5] == 'itap of an aerosol can.'
-    assert prompts[8] == 'This is a photo of an aerosol can.'
-    assert prompts[10] == 'This is a photo of the aerosol can.'
-    assert prompts[-1] == 'This is a painting of a aerosol can.'
-    assert 'This is an embroidered aerosol can.' in prompts
-    # lower case, '/' read as "or", trailing dots dropped; the article looks
-    # at the raw name (a capital vowel gets "a", as in F-ViT).
-    assert te.fvit_prompts('Salad/Plate.', ['itap of {article} {}.']) == [
-        'itap of a salad or plate.'
-    ]
-    assert te.fvit_prompts('Apple', ['a photo of {article} {}.']) == [
-        'This is a photo of a apple.'
-    ]
-    assert te.fvit_prompts('egg', ['the {}.', 'There is {article} {}.']) == [
-        'This is the egg.', 'There is an egg.'
-    ]
 
 
 def test_build_matches_hand_computation():
@@ -173,86 +133,6 @@ def test_bad_files(tmp_path):
         sidecar_path('x.pt')
 
 
-def test_names_from_annotations_and_resolve(tmp_path):
-    cats = [
-        dict(id=3, name='c', frequency='r'),
-        dict(id=1, name='a', frequency='f'),
-        dict(id=2, name='b', frequency='c')
-    ]
-    assert names_from_annotations(dict(categories=cats)) == (['a', 'b',
-                                                              'c'], ['a', 'b'])
-    coco = [
-        dict(id=1, name='a', split='base'),
-        dict(id=2, name='n', split='novel')
-    ]
-    assert names_from_annotations(dict(categories=coco)) == (['a', 'n'], ['a'])
-    lvis = resolve_class_names('LVISV1Dataset')
-    assert len(lvis) == 1203 and lvis[0] == 'aerosol_can'
-    txt = tmp_path / 'names.txt'
-    txt.write_text('x\ny\n')
-    assert resolve_class_names(str(txt)) == ['x', 'y']
-    # An annotation file gives its categories in id order.
-    ann = tmp_path / 'ann.json'
-    ann.write_text(json.dumps(dict(categories=cats)))
-    assert resolve_class_names(str(ann)) == ['a', 'b', 'c']
-    with pytest.raises(ValueError, match='neither'):
-        resolve_class_names('NoSuchDataset')
-
-
-def test_imagenet80_templates_are_open_clips():
-    """The 80-prompt set is CLIP's ImageNet list as open_clip ships it."""
-    from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES
-
-    from mmlocat.datasets.text_embeddings import (IMAGENET_TEMPLATES,
-                                                  TEMPLATE_SETS)
-    assert TEMPLATE_SETS['imagenet80'] is IMAGENET_TEMPLATES
-    assert list(IMAGENET_TEMPLATES) == [
-        t('{}') for t in OPENAI_IMAGENET_TEMPLATES
-    ]
-
-
-def _names_file(tmp_path, text, name='names.txt'):
-    path = tmp_path / name
-    path.write_bytes(text.encode('utf-8'))
-    return str(path)
-
-
-def test_class_name_files_read_as_sclips_get_cls_idx(tmp_path):
-    """Line k = class k, names split at exactly ', ' (SCLIP's
-    ``get_cls_idx``); a missing last newline and CRLF are read the same."""
-    lines = [['person', 'person in shirt'], ['ship'], ['a,b', 'c ']]
-    for text in ('person, person in shirt\nship\na,b, c ',
-                 'person, person in shirt\nship\na,b, c \n',
-                 'person, person in shirt\r\nship\r\na,b, c \r\n'):
-        assert te.read_class_name_file(_names_file(tmp_path, text)) == lines
-    for text, match in (('a\n\nb\n', ':2: empty class name'),
-                        ('a, , b\n', ':1: empty class name'),
-                        ('a, a\n', ':1: a name is listed twice'),
-                        ('', 'is empty'), ('\n', 'is empty')):
-        with pytest.raises(ValueError, match=match):
-            te.read_class_name_file(_names_file(tmp_path, text))
-    with pytest.raises(FileNotFoundError, match='nope.txt'):
-        te.read_class_name_file(str(tmp_path / 'nope.txt'))
-
-
-def test_class_name_lines_against_the_dataset():
-    classes = ['aeroplane', 'boat', 'traffic light', 'background']
-    # another class's name is fine where that class's line has it too
-    ok = [['aeroplane'], ['ship'], ['trafficlight'], ['sky', 'aeroplane']]
-    te.check_class_name_lines(ok, classes, 'f.txt')
-    # where it has not, it reads as a misplaced line
-    with pytest.raises(ValueError, match="f.txt:4 lists 'boat'"):
-        te.check_class_name_lines(ok[:3] + [['sky', 'boat']], classes, 'f.txt')
-    with pytest.raises(ValueError, match='f.txt has 3 lines .* 4 classes'):
-        te.check_class_name_lines(ok[:3], classes, 'f.txt')
-    swapped = [['aeroplane'], ['trafficlight'], ['ship'], ['sky']]
-    with pytest.raises(
-            ValueError,
-            match="f.txt:2 lists 'trafficlight', the "
-            "name of dataset class 2 \\('traffic light'\\)"):
-        te.check_class_name_lines(swapped, classes, 'f.txt')
-
-
 def test_query_embeddings_round_trip(tmp_path):
     """One row per name, the sidecar maps rows to classes; a name shared by
     two classes gets the same row twice (SCLIP encodes it twice)."""
@@ -339,3 +219,88 @@ def test_bad_query_maps(tmp_path):
     json.dump(side, open(sidecar_path(path), 'w'))
     with pytest.raises(ValueError, match='2 query_class entries for 3 rows'):
         te.load_query_embeddings(path)
+
+
+def test_write_text_embeddings_is_build_then_save(tmp_path):
+    """The one build-and-save step writes what building and saving by hand
+    write, byte for byte, in its three row layouts; nothing else is left."""
+    record = dict(name='m', weights='w.pt')
+    recorded = dict(record, templates='single', prompt_style='plain')
+    single = te.TEMPLATE_SETS['single']
+
+    def written(path):
+        return (open(path, 'rb').read(), open(sidecar_path(path)).read())
+
+    def by_hand(name, emb, rows, **row_map):
+        path = str(tmp_path / 'hand' / name)
+        save_text_embeddings(path, emb, rows, text_model=recorded, **row_map)
+        return written(path)
+
+    # one row per class, a background row
+    path = str(tmp_path / 'classes.npy')
+    emb, rows = te.write_text_embeddings(
+        path, ['cat', 'dog'],
+        CharEncoder(),
+        record,
+        templates='single',
+        prompt_style='plain',
+        background=True)
+    assert rows == ['cat', 'dog', 'background']
+    want = build_class_embeddings(['cat', 'dog'],
+                                  CharEncoder(),
+                                  single,
+                                  background=True,
+                                  prompt_style='plain')
+    assert written(path) == by_hand('classes.npy', *want)
+    # a class named twice (ImageNet's lists): equal rows
+    path = str(tmp_path / 'listed.npy')
+    emb, rows = te.write_text_embeddings(
+        path, ['a', 'b', 'a'],
+        CharEncoder(),
+        record,
+        templates='single',
+        prompt_style='plain',
+        repeated_names=True)
+    assert rows == ['a', 'b', 'a'] and np.array_equal(emb[0], emb[2])
+    assert written(path) == by_hand(
+        'listed.npy',
+        te.embed_names(['a', 'b', 'a'], CharEncoder(), single, 'plain'),
+        ['a', 'b', 'a'])
+    # several names per class: the row-to-class map
+    path = str(tmp_path / 'queries.npy')
+    lines = [['sky', 'air'], ['cat']]
+    te.write_text_embeddings(
+        path, ['sky', 'cat'],
+        CharEncoder(),
+        record,
+        templates='single',
+        prompt_style='plain',
+        class_name_lines=lines)
+    emb, queries, query_class = te.build_query_embeddings(
+        lines, CharEncoder(), single, 'plain')
+    assert written(path) == by_hand(
+        'queries.npy',
+        emb,
+        queries,
+        query_class=query_class,
+        classes=['sky', 'cat'])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        'classes.json', 'classes.npy', 'hand', 'listed.json', 'listed.npy',
+        'queries.json', 'queries.npy'
+    ]
+
+
+def test_write_text_embeddings_refuses_before_encoding(tmp_path):
+    encoder = CharEncoder()
+    write = te.write_text_embeddings
+    with pytest.raises(ValueError, match='must be a .npy file: x.pt'):
+        write('x.pt', ['a'], encoder, {})
+    with pytest.raises(ValueError, match="templates must be one of .* 'x'"):
+        write(str(tmp_path / 'x.npy'), ['a'], encoder, {}, templates='x')
+    with pytest.raises(ValueError, match='background row goes with one row'):
+        write(
+            str(tmp_path / 'x.npy'), ['a'],
+            encoder, {},
+            background=True,
+            repeated_names=True)
+    assert encoder.calls == [] and list(tmp_path.iterdir()) == []

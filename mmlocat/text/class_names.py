@@ -1,0 +1,279 @@
+"""Class names: class-name files, a config's dataset classes.
+
+* Files: :func:`read_class_names` (one name per class: a ``.txt``, a
+  ``.json`` list, an embedding sidecar or COCO/LVIS annotations) and
+  :func:`read_class_name_file` (SCLIP / NACLIP's format, several names
+  per class: ``person, person in shirt, ...``).
+* :func:`resolve_class_names`: a class list named in a model's arguments
+  (a list, a file, or a registered mmdet dataset type such as
+  ``'LVISV1Dataset'``), e.g. F-ViT's ``class_names`` and
+  ``base_class_names``.
+* :func:`dataset_classes`: the classes of a config's test dataset, the one
+  resolver of "the classes of this config" (see its scope rule);
+  :func:`zero_shot_classes` is what a zero-shot segmentation config's
+  text embeddings must hold (its dataset classes without a ``bg_thresh``
+  background).
+"""
+import importlib
+import json
+import os.path as osp
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    'BACKGROUND', 'CLASS_NAME_SEPARATOR', 'read_class_names',
+    'read_class_name_file', 'check_class_name_lines', 'names_from_annotations',
+    'resolve_class_names', 'registered_metainfo', 'dataset_metainfo',
+    'dataset_classes', 'zero_shot_classes', 'zero_shot_class_name_lines'
+]
+
+#: The row name of F-ViT's background embedding, and the default background
+#: class of a zero-shot segmentor with ``bg_thresh``.
+BACKGROUND = 'background'
+#: Separates the names (synonyms) of one class on a class-name file's line.
+CLASS_NAME_SEPARATOR = ', '
+
+
+def read_class_names(path: str) -> List[str]:
+    """Read class names: a ``.json`` list, an embedding sidecar, a
+    COCO/LVIS annotation file (its categories in id order) or a ``.txt``
+    (one a line)."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'class-name file not found: {path}')
+    if path.endswith('.json'):
+        with open(path, encoding='utf-8') as f:
+            names = json.load(f)
+        if isinstance(names, dict) and 'categories' in names:
+            names = names_from_annotations(names, path)[0]
+        elif isinstance(names, dict) and 'classes' in names:
+            names = names['classes']  # an embedding sidecar
+    else:
+        with open(path, encoding='utf-8') as f:
+            names = [line.strip() for line in f if line.strip()]
+    if (not isinstance(names, list)
+            or not all(isinstance(n, str) for n in names)):
+        raise ValueError(f'{path} must hold a list of class-name strings')
+    return names
+
+
+def read_class_name_file(path: str) -> List[List[str]]:
+    """Read a class-name file of SCLIP / NACLIP's format: line ``k`` is
+    class ``k``, its names (synonyms) separated by ``', '``.
+
+    As SCLIP's ``get_cls_idx`` (``clip_segmentor.py``): lines are split at
+    exactly ``', '`` and the names kept as written; a missing final newline
+    does not matter. Unlike it, an empty line or an empty name is an error
+    (SCLIP would embed an empty prompt), and ``\\r\\n`` line ends are read
+    as ``\\n``.
+
+    Returns:
+        One list of names per class, in file order.
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: An empty file, line or name, or a name listed twice on
+            one line.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'class-name file not found: {path}')
+    with open(path, encoding='utf-8', newline='') as f:
+        text = f.read()
+    if text.endswith('\n'):
+        text = text[:-1]
+    if not text:
+        raise ValueError(f'class-name file {path} is empty')
+    lines = []
+    for number, line in enumerate(text.split('\n'), 1):
+        names = line.rstrip('\r').split(CLASS_NAME_SEPARATOR)
+        if not all(n.strip() for n in names):
+            raise ValueError(
+                f'{path}:{number}: empty class name in {line!r} (a line is '
+                f'one class, its names separated by {CLASS_NAME_SEPARATOR!r})')
+        if len(set(names)) != len(names):
+            raise ValueError(f'{path}:{number}: a name is listed twice in '
+                             f'{line!r}')
+        lines.append(names)
+    return lines
+
+
+def _squash(name: str) -> str:
+    # SCLIP's files write many names without spaces ('trafficlight')
+    return name.replace(' ', '').replace('_', '').lower()
+
+
+def check_class_name_lines(lines: Sequence[Sequence[str]],
+                           classes: Sequence[str], path: str) -> None:
+    """Raise unless a class-name file's lines can be the dataset's classes
+    in label order.
+
+    Line ``k`` is class ``k``: the counts must be equal. The names of a line
+    need not contain the class's own name (SCLIP's VOC20 file says ``ship``
+    for ``boat``), so the order is checked where it can be: a line holding
+    another class's name (spaces, ``_`` and case ignored) whose own line
+    lacks it is a misplaced line.
+
+    Raises:
+        ValueError: Another count, or a misplaced line; naming the file,
+            the line and the dataset class at both places.
+    """
+    classes = list(classes)
+    if len(lines) != len(classes):
+        raise ValueError(
+            f'{path} has {len(lines)} lines (classes) but the dataset '
+            f'{len(classes)} classes ({classes[:3]}...); line k must be the '
+            'names of dataset class k')
+    owned = [{_squash(n) for n in names} for names in lines]
+    index = {_squash(c): k for k, c in enumerate(classes)}
+    for k, names in enumerate(lines):
+        for name in names:
+            other = index.get(_squash(name))
+            if other is not None and other != k and (_squash(classes[other])
+                                                     not in owned[other]):
+                raise ValueError(
+                    f'{path}:{k + 1} lists {name!r}, the name of dataset '
+                    f'class {other} ({classes[other]!r}), but line '
+                    f'{other + 1} ({", ".join(lines[other])!r}) does not: '
+                    f'the lines are not in the dataset\'s class order '
+                    f'(line {k + 1} should name {classes[k]!r})')
+
+
+def names_from_annotations(
+        ann: dict,
+        source: str = 'the annotation dict') -> Tuple[List[str], List[str]]:
+    """``(all names, base names)`` of a COCO/LVIS annotation dict, in
+    category-id order (the label order of mmdet's datasets).
+
+    Base classes are those with ``split`` ``'base'`` or OVR-CNN's
+    ``'seen'`` (OV-COCO split files, :func:`~mmlocat.datasets.ov_coco.
+    split_base_names`: other labels or no base class are an error naming
+    ``source``) or LVIS ``frequency`` ``'f'``/``'c'``; with neither field,
+    all.
+    """
+    # mmlocat.datasets imports this package: its split reader is imported
+    # where it is used
+    from mmlocat.datasets.ov_coco import split_base_names
+    if 'categories' not in ann:
+        raise ValueError('not a COCO/LVIS annotation dict: no categories')
+    cats = sorted(ann['categories'], key=lambda c: c['id'])
+    names = [c['name'] for c in cats]
+    if any('split' in c for c in cats):
+        base = split_base_names(cats, source)
+    elif any('frequency' in c for c in cats):
+        base = [c['name'] for c in cats if c.get('frequency') in ('f', 'c')]
+    else:
+        base = list(names)
+    return names, base
+
+
+def registered_metainfo(dataset_type: str, scope: Optional[str]) -> Dict:
+    """The ``METAINFO`` of a registered dataset type (lower-cased keys), or
+    ``{}`` when the type is not registered or has none.
+
+    Args:
+        dataset_type: A dataset type as configs write it (``'ADE20KDataset'``,
+            ``'mmlocat.COCOObjectDataset'``).
+        scope: The host whose registry resolves unprefixed types
+            (``'mmseg'``, ``'mmdet'``, ...); None: mmengine's root registry.
+    """
+    registry = importlib.import_module(
+        f'{scope or "mmengine"}.registry').DATASETS
+    dataset_cls = registry.get(dataset_type)
+    meta = getattr(dataset_cls, 'METAINFO', None) or {}
+    return {k.lower(): v for k, v in meta.items()}
+
+
+def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
+    """A class list named in a model's or metric's arguments: a list, a
+    ``.json``/``.txt`` file (:func:`read_class_names`), an ImageNet list
+    (``'imagenet_open_clip'`` / ``'imagenet_wordnet'``,
+    :func:`mmlocat.datasets.imagenet_class_names.imagenet_class_names`) or
+    the type name of a registered mmdet dataset (its
+    ``METAINFO['classes']``).
+
+    Not a config's dataset classes (that is :func:`dataset_classes`): this
+    reads what one argument names, as F-ViT's box head does for
+    ``class_names`` / ``base_class_names`` and ``ZeroShotAccuracy`` for
+    ``class_names``; dataset types are looked up in mmdet's registry.
+    """
+    if not isinstance(spec, str):
+        return list(spec)
+    if spec.endswith(('.json', '.txt')):
+        return read_class_names(spec)
+    # mmlocat.datasets imports this package: imported where it is used
+    from mmlocat.datasets.imagenet_class_names import (IMAGENET_NAME_SOURCES,
+                                                       imagenet_class_names)
+    source = spec[len('imagenet_'):]
+    if spec.startswith('imagenet_') and source in IMAGENET_NAME_SOURCES:
+        return imagenet_class_names(source)
+    classes = registered_metainfo(spec, 'mmdet').get('classes')
+    if classes is None:
+        raise ValueError(f'{spec!r} is neither a class-name file nor a '
+                         'registered dataset with METAINFO classes')
+    return list(classes)
+
+
+def dataset_metainfo(cfg, scope: Optional[str] = None) -> Dict:
+    """The metainfo (lower-cased keys) of a config's test dataset.
+
+    Scope rule (the one place it is decided): the test dataset's
+    ``metainfo`` in the config, over the ``METAINFO`` of its ``type`` as
+    registered in the registry of ``scope`` (default: the config's
+    ``default_scope``, whose unprefixed types are that host's; mmengine's
+    root registry when there is none). ``{}`` when the config has no test
+    dataset.
+
+    Args:
+        cfg: An mmengine ``Config``.
+        scope: The host registry to resolve the dataset type in.
+    """
+    dataset = (cfg.get('test_dataloader') or {}).get('dataset') or {}
+    info = {k.lower(): v for k, v in (dataset.get('metainfo') or {}).items()}
+    if not info.get('classes') and dataset.get('type'):
+        scope = scope or cfg.get('default_scope')
+        info = dict(registered_metainfo(dataset['type'], scope), **info)
+    return info
+
+
+def dataset_classes(cfg, scope: Optional[str] = None) -> List[str]:
+    """The classes of a config's test dataset, in label order
+    (:func:`dataset_metainfo`'s scope rule).
+
+    Raises:
+        ValueError: The test dataset has no classes in its metainfo.
+    """
+    classes = dataset_metainfo(cfg, scope).get('classes')
+    if classes is None:
+        dataset = (cfg.get('test_dataloader') or {}).get('dataset') or {}
+        raise ValueError(f'the test dataset {dataset.get("type")!r} of the '
+                         'config has no classes in its metainfo')
+    return list(classes)
+
+
+def zero_shot_classes(cfg) -> List[str]:
+    """The classes a zero-shot segmentation config's text embeddings must
+    hold: :func:`dataset_classes` without the background class when the
+    model has a ``bg_thresh`` (a constant background channel, not a text
+    row).
+
+    Args:
+        cfg: An mmengine ``Config`` with ``test_dataloader`` and ``model``.
+    """
+    classes = dataset_classes(cfg)
+    model = cfg.get('model', {})
+    if model.get('bg_thresh') is not None:
+        background = model.get('background_class', BACKGROUND)
+        classes = [c for c in classes if c != background]
+    return classes
+
+
+def zero_shot_class_name_lines(cfg) -> List[List[str]]:
+    """The query names of a zero-shot segmentation config, one list per
+    class of :func:`zero_shot_classes`: the lines of its model's
+    ``class_name_file`` (checked against those classes), or each class's
+    own name when it names no file."""
+    classes = zero_shot_classes(cfg)
+    path = cfg.get('model', {}).get('class_name_file')
+    if path is None:
+        return [[c] for c in classes]
+    lines = read_class_name_file(path)
+    check_class_name_lines(lines, classes, path)
+    return lines

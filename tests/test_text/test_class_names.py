@@ -1,0 +1,138 @@
+"""mmlocat.text.class_names: class-name files, a model argument's class
+list, a config's dataset classes."""
+import json
+
+import pytest
+from mmengine.config import Config
+
+from mmlocat import text as te
+
+names_from_annotations = te.names_from_annotations
+resolve_class_names = te.resolve_class_names
+
+
+def test_names_from_annotations_and_resolve(tmp_path):
+    cats = [
+        dict(id=3, name='c', frequency='r'),
+        dict(id=1, name='a', frequency='f'),
+        dict(id=2, name='b', frequency='c')
+    ]
+    assert names_from_annotations(dict(categories=cats)) == (['a', 'b',
+                                                              'c'], ['a', 'b'])
+    coco = [
+        dict(id=1, name='a', split='base'),
+        dict(id=2, name='n', split='novel')
+    ]
+    assert names_from_annotations(dict(categories=coco)) == (['a', 'n'], ['a'])
+    lvis = resolve_class_names('LVISV1Dataset')
+    assert len(lvis) == 1203 and lvis[0] == 'aerosol_can'
+    txt = tmp_path / 'names.txt'
+    txt.write_text('x\ny\n')
+    assert resolve_class_names(str(txt)) == ['x', 'y']
+    # An annotation file gives its categories in id order.
+    ann = tmp_path / 'ann.json'
+    ann.write_text(json.dumps(dict(categories=cats)))
+    assert resolve_class_names(str(ann)) == ['a', 'b', 'c']
+    with pytest.raises(ValueError, match='neither'):
+        resolve_class_names('NoSuchDataset')
+    # ImageNet's two lists by name (ZeroShotAccuracy's class_names)
+    names = resolve_class_names('imagenet_open_clip')
+    assert len(names) == 1000 and names[0] == 'tench'
+    assert resolve_class_names('imagenet_wordnet')[0].startswith('tench, ')
+    with pytest.raises(ValueError, match="'imagenet_x' is neither"):
+        resolve_class_names('imagenet_x')
+
+
+def _names_file(tmp_path, text, name='names.txt'):
+    path = tmp_path / name
+    path.write_bytes(text.encode('utf-8'))
+    return str(path)
+
+
+def test_class_name_files_read_as_sclips_get_cls_idx(tmp_path):
+    """Line k = class k, names split at exactly ', ' (SCLIP's
+    ``get_cls_idx``); a missing last newline and CRLF are read the same."""
+    lines = [['person', 'person in shirt'], ['ship'], ['a,b', 'c ']]
+    for text in ('person, person in shirt\nship\na,b, c ',
+                 'person, person in shirt\nship\na,b, c \n',
+                 'person, person in shirt\r\nship\r\na,b, c \r\n'):
+        assert te.read_class_name_file(_names_file(tmp_path, text)) == lines
+    for text, match in (('a\n\nb\n', ':2: empty class name'),
+                        ('a, , b\n', ':1: empty class name'),
+                        ('a, a\n', ':1: a name is listed twice'),
+                        ('', 'is empty'), ('\n', 'is empty')):
+        with pytest.raises(ValueError, match=match):
+            te.read_class_name_file(_names_file(tmp_path, text))
+    with pytest.raises(FileNotFoundError, match='nope.txt'):
+        te.read_class_name_file(str(tmp_path / 'nope.txt'))
+
+
+def test_class_name_lines_against_the_dataset():
+    classes = ['aeroplane', 'boat', 'traffic light', 'background']
+    # another class's name is fine where that class's line has it too
+    ok = [['aeroplane'], ['ship'], ['trafficlight'], ['sky', 'aeroplane']]
+    te.check_class_name_lines(ok, classes, 'f.txt')
+    # where it has not, it reads as a misplaced line
+    with pytest.raises(ValueError, match="f.txt:4 lists 'boat'"):
+        te.check_class_name_lines(ok[:3] + [['sky', 'boat']], classes, 'f.txt')
+    with pytest.raises(ValueError, match='f.txt has 3 lines .* 4 classes'):
+        te.check_class_name_lines(ok[:3], classes, 'f.txt')
+    swapped = [['aeroplane'], ['trafficlight'], ['ship'], ['sky']]
+    with pytest.raises(
+            ValueError,
+            match="f.txt:2 lists 'trafficlight', the "
+            "name of dataset class 2 \\('traffic light'\\)"):
+        te.check_class_name_lines(swapped, classes, 'f.txt')
+
+
+def _cfg(dataset, model=None, scope='mmseg'):
+    return Config(
+        dict(
+            default_scope=scope,
+            test_dataloader=dict(dataset=dataset),
+            model=model or {}))
+
+
+def test_dataset_classes_scope_rule():
+    """The config's metainfo over its type's METAINFO, the type resolved in
+    the registry of the config's default scope (or the one given)."""
+    from mmseg.datasets import PascalVOCDataset
+    voc = list(PascalVOCDataset.METAINFO['classes'])
+    assert te.dataset_classes(_cfg(dict(type='PascalVOCDataset'))) == voc
+    meta = te.dataset_metainfo(
+        _cfg(dict(type='PascalVOCDataset', metainfo=dict(classes=['a']))))
+    assert meta == dict(classes=['a'])  # the type is not looked up
+    # without classes the type's metainfo fills what the config leaves out
+    meta = te.dataset_metainfo(
+        _cfg(dict(type='PascalVOCDataset', metainfo=dict(palette=[[1]]))))
+    assert meta == dict(
+        classes=PascalVOCDataset.METAINFO['classes'], palette=[[1]])
+    # an mmlocat type by its scoped name, from mmseg's registry
+    coco_object = te.dataset_classes(
+        _cfg(dict(type='mmlocat.COCOObjectDataset')))
+    assert len(coco_object) == 81 and coco_object[0] == 'background'
+    # mmdet's LVIS type from mmdet's registry (the scope given wins)
+    lvis = _cfg(dict(type='LVISV1Dataset'), scope='mmseg')
+    assert len(te.dataset_classes(lvis, scope='mmdet')) == 1203
+    with pytest.raises(
+            ValueError,
+            match="test dataset 'NoSuchType' of the config has "
+            'no classes'):
+        te.dataset_classes(_cfg(dict(type='NoSuchType')))
+    assert te.dataset_metainfo(Config(dict(model={}))) == {}
+
+
+def test_zero_shot_classes_drop_a_constant_background(tmp_path):
+    dataset = dict(
+        type='PascalVOCDataset', metainfo=dict(classes=['background', 'x']))
+    assert te.zero_shot_classes(_cfg(dataset)) == ['background', 'x']
+    assert te.zero_shot_classes(_cfg(dataset, dict(bg_thresh=0.5))) == ['x']
+    sky = _cfg(
+        dict(type='X', metainfo=dict(classes=['sky', 'x'])),
+        dict(bg_thresh=0.5, background_class='sky'))
+    assert te.zero_shot_classes(sky) == ['x']
+    assert te.zero_shot_class_name_lines(sky) == [['x']]
+    names = tmp_path / 'names.txt'
+    names.write_text('y, x\n')
+    sky.model['class_name_file'] = str(names)
+    assert te.zero_shot_class_name_lines(sky) == [['y', 'x']]
