@@ -62,7 +62,7 @@ from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
                           register_model_config, vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
-from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint
+from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
 from mmlocat.utils.provenance import read_checkpoint_meta
 from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
@@ -172,11 +172,11 @@ def _dataset_meta(cfg: Config, checkpoint: str, scope: str) -> Dict:
 class TaskHandler:
     """One task: build the host inferencer, predict, serialise, draw.
 
-    The host is built without weights; the checkpoint's state dict (read
-    by the caller with :func:`mmlocat.utils.pretrained.read_checkpoint`, so
-    a bad file gets ``tools/test.py``'s one-sentence errors) is loaded by
-    :func:`~mmlocat.utils.pretrained.check_checkpoint_covers`, which
-    refuses a partly random network as ``tools/test.py`` does.
+    The host is built without weights; the checkpoint (read by the caller
+    with :meth:`mmlocat.utils.pretrained.ModelCheckpoint.read`, so a bad
+    file gets ``tools/test.py``'s one-sentence errors) is loaded by
+    :func:`~mmlocat.utils.pretrained.load_model_weights`, which refuses a
+    partly random network as ``tools/test.py`` does.
 
     Args:
         cfg: The model config (already merged with overrides).
@@ -185,7 +185,7 @@ class TaskHandler:
         allow_partial: Run a checkpoint that misses model keys.
         options: Drawing options (``topk``, ``score_thr``, ``alpha``) and
             ``vocabulary``: the run-time class names (None: the config's).
-        state_dict: The checkpoint's tensors.
+        weights: The checkpoint, read.
     """
     task = ''
     #: The ``default_scope`` of the configs served.
@@ -206,7 +206,7 @@ class TaskHandler:
 
     def __init__(self, cfg: Config, checkpoint: str, device: str,
                  allow_partial: bool, options: Dict,
-                 state_dict: Dict[str, torch.Tensor]) -> None:
+                 weights: ModelCheckpoint) -> None:
         self.options = options
         self.meta = _dataset_meta(cfg, checkpoint, self.scope)
         with warnings.catch_warnings():
@@ -218,12 +218,12 @@ class TaskHandler:
             with DefaultScope.overwrite_default_scope(self.scope):
                 self.host = self.build_host(cfg, device)
         self.model = self.host.model
-        check_checkpoint_covers(
+        load_model_weights(
             self.model,
-            checkpoint,
-            allow_partial=allow_partial,
-            logger=MMLogger.get_current_instance(),
-            state_dict=state_dict)
+            weights,
+            strict=not allow_partial,
+            partial_option='--allow-partial-checkpoint',
+            logger=MMLogger.get_current_instance())
         if self.meta.get('classes') is not None:
             # what the host takes from a checkpoint's meta when it loads it
             known = {k: v for k, v in self.meta.items() if v is not None}
@@ -555,9 +555,9 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
         voc.apply_zero_shot_vocabulary(cfg, embeddings_file, names)
 
     def __init__(self, cfg, checkpoint, device, allow_partial, options,
-                 state_dict):
+                 weights):
         super().__init__(cfg, checkpoint, device, allow_partial, options,
-                         state_dict)
+                         weights)
         dataset_classes = self.dataset_classes
         if options.get('vocabulary') is None and dataset_classes:
             # the same refusal as ZeroShotClassCheckHook in tools/test.py
@@ -639,7 +639,7 @@ class MMLocatInferencer:
                              f'got {max_side!r}')
         # read first, by tools/test.py's reader: a bad file is named in one
         # sentence before anything is built or embedded
-        state_dict = read_checkpoint(checkpoint)
+        weights = ModelCheckpoint.read(checkpoint)
         # a Config passed in is not changed (overrides, vocabulary)
         cfg = (
             load_config(config)
@@ -665,13 +665,15 @@ class MMLocatInferencer:
                 topk=topk,
                 score_thr=score_thr,
                 alpha=alpha,
-                vocabulary=self.vocabulary), state_dict)
-        del state_dict
+                vocabulary=self.vocabulary), weights)
+        meta = weights.meta
+        del weights  # copied into the model: free its tensors
         if self.vocabulary is None:
             check_vocabulary(
                 self.handler.model,
                 checkpoint,
-                allow_change=allow_vocabulary_change)
+                allow_change=allow_vocabulary_change,
+                meta=meta)
         self.task = handler.task
         self.max_side = (
             handler.default_max_side if max_side is None else max_side)
