@@ -128,8 +128,9 @@ class CheckpointToHooks(Hook):
         runner.call_hook(
             'after_load_checkpoint', checkpoint=checkpoint.checkpoint)
         now = ModelCheckpoint.of(checkpoint.checkpoint, checkpoint.source)
-        if any(now.state_dict.get(k) is not v
-               for k, v in checkpoint.state_dict.items()):
+        if any(
+                now.state_dict.get(k) is not v
+                for k, v in checkpoint.state_dict.items()):
             self.load(now)
 
 
