@@ -154,7 +154,7 @@ def main() -> None:
     # resume=True and no load_from it would load work_dir's latest)
     cfg.load_from = None
     cfg.resume = False
-    add_weights_only_checkpoint_hook(cfg)  # checkpoints the hooks save
+    add_weights_only_checkpoint_hook(cfg)  # for loads a config's hooks make
     if args.show or args.show_dir:
         enable_visualization(cfg, args)
 
