@@ -58,8 +58,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         PARTIAL_OPTION,
         action='store_true',
-        help='evaluate even if the checkpoint misses model keys or has '
-        'tensors of another shape (those weights stay random)')
+        help='evaluate even if the checkpoint misses model keys, has keys '
+        'the model lacks or tensors of another shape (they are reported; '
+        'weights not loaded stay random)')
     parser.add_argument(
         ALLOW_OPTION,
         action='store_true',
