@@ -345,6 +345,27 @@ def _expected_unused(backbone: Optional[nn.Module],
     return {prefix + key: why for key, why in names().items()}
 
 
+def _parts_not_built(model: nn.Module,
+                     state_dict: Mapping[str, torch.Tensor]) -> Dict[str, str]:
+    """Top-level parts of the checkpoint's network that ``model`` does not
+    build at all (a classifier's ``head`` under a head-less patch-score
+    model), mapped to why; none unless the other keys cover ``model``
+    (otherwise the error names every key as it is)."""
+    model_keys = model.state_dict().keys()
+    built = set(dict(model.named_children())) | {
+        key.split('.', 1)[0]
+        for key in model_keys
+    }
+    absent = {
+        key.split('.', 1)[0]
+        for key in state_dict if key.split('.', 1)[0] not in built
+    }
+    if not absent or not set(model_keys) <= set(state_dict):
+        return {}
+    name = type(model).__name__
+    return {part: f'{name} builds no {part}' for part in sorted(absent)}
+
+
 def load_model_weights(model: nn.Module,
                        checkpoint: Union[str, ModelCheckpoint],
                        *,
@@ -366,11 +387,14 @@ def load_model_weights(model: nn.Module,
 
     Strict (default): a key the loaded part lacks, a checkpoint key it does
     not have and a tensor of another shape are errors naming them. The
-    checkpoint parts the backbone's configuration deliberately does not
-    build (its ``expected_unused_keys()``, e.g. the final norm with
-    ``final_norm=False``) are left out with one log line
-    (:func:`drop_expected_unused`). Position embeddings are still resized
-    by the backbone's load hook.
+    checkpoint parts the configuration deliberately does not build are
+    left out with one log line (:func:`drop_expected_unused`): the
+    backbone's ``expected_unused_keys()`` (e.g. the final norm with
+    ``final_norm=False``) and, for a whole model the checkpoint otherwise
+    covers, a top-level part the model has no module of (the ``head`` of a
+    classifier's checkpoint under a head-less ``PatchScoreClassifier``);
+    a key inside a part the model builds must match. Position embeddings
+    are still resized by the backbone's load hook.
 
     Args:
         model: The built (unwrapped) model.
@@ -414,8 +438,10 @@ def load_model_weights(model: nn.Module,
                     if k.startswith(BACKBONE_PREFIX)
                 }, [BACKBONE_PREFIX])
     if strict:
-        state_dict = drop_expected_unused(state_dict,
-                                          _expected_unused(backbone, prefix),
+        unused = _expected_unused(backbone, prefix)
+        if part == 'model':
+            unused.update(_parts_not_built(model, state_dict))
+        state_dict = drop_expected_unused(state_dict, unused,
                                           target.state_dict().keys(), source,
                                           type(target).__name__, logger)
     try:

@@ -30,7 +30,10 @@ class Lines:
     warning = info
 
 
-def classifier(seed: int, **backbone):
+HEAD = dict(type='LinearClsHead', num_classes=3, in_channels=32)
+
+
+def classifier(seed: int, head: dict = HEAD, **backbone):
     init_default_scope('mmpretrain')
     torch.manual_seed(seed)
     return MODELS.build(
@@ -42,7 +45,7 @@ def classifier(seed: int, **backbone):
                 img_size=32,
                 patch_size=8,
                 **backbone),
-            head=dict(type='LinearClsHead', num_classes=3, in_channels=32)))
+            head=head))
 
 
 def save(tmp_path, obj, name='ckpt.pth') -> str:
@@ -183,6 +186,29 @@ def test_parts_the_config_does_not_build_are_left_out(tmp_path):
             classifier(2, final_norm=False),
             save(tmp_path, state, 'extra.pth'),
             logger=Lines())
+
+
+def test_a_part_the_model_does_not_build_is_left_out(tmp_path):
+    """A classifier's checkpoint under a head-less model (the coarse
+    segmentation configs test one with ``PatchScoreClassifier``): the
+    ``head`` is left out with one line; a model that builds a head still
+    refuses an extra key in it."""
+    src = classifier(1)
+    path = save(tmp_path, dict(state_dict=src.state_dict()))
+    dst = classifier(2, head=None)
+    logger = Lines()
+    load_model_weights(dst, path, logger=logger)
+    assert any('head: ImageClassifier builds no head' in line
+               and 'head.fc.bias' in line for line in logger.lines)
+    assert same(dst.state_dict(), {
+        k: v
+        for k, v in src.state_dict().items() if not k.startswith('head.')
+    })
+    state = src.state_dict()
+    state['head.extra.weight'] = torch.zeros(2)
+    with pytest.raises(RuntimeError, match='head.extra.weight'):
+        load_model_weights(
+            classifier(2), save(tmp_path, state, 'extra.pth'), logger=Lines())
 
 
 def test_the_file_is_read_once(tmp_path, monkeypatch):
