@@ -63,7 +63,6 @@ from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
 from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
-from mmlocat.utils.provenance import read_checkpoint_meta
 from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
 from .images import (downscale, image_notes, named_images, read_image_rgb,
@@ -156,13 +155,14 @@ def is_out_of_memory(err: BaseException) -> bool:
             or 'Insufficient memory' in text)
 
 
-def _dataset_meta(cfg: Config, checkpoint: str, scope: str) -> Dict:
+def _dataset_meta(cfg: Config, checkpoint_meta: Dict, scope: str) -> Dict:
     """``classes`` / ``palette`` (lower-cased keys): the checkpoint's
-    ``dataset_meta`` when it names classes (what the model was trained or
-    converted with: it wins over the config), else the config's test
+    ``dataset_meta`` (in ``checkpoint_meta``) when it names classes (what
+    the model was trained or converted with: it wins over the config),
+    else the config's test
     dataset by :func:`mmlocat.text.dataset_metainfo`'s scope rule, in the
     host registry of the task (``scope``)."""
-    meta = read_checkpoint_meta(checkpoint).get('dataset_meta') or {}
+    meta = checkpoint_meta.get('dataset_meta') or {}
     meta = {k.lower(): v for k, v in meta.items()}
     if meta.get('classes'):
         return meta
@@ -208,7 +208,7 @@ class TaskHandler:
                  allow_partial: bool, options: Dict,
                  weights: ModelCheckpoint) -> None:
         self.options = options
-        self.meta = _dataset_meta(cfg, checkpoint, self.scope)
+        self.meta = _dataset_meta(cfg, weights.meta, self.scope)
         with warnings.catch_warnings():
             # built without weights on purpose: they are loaded below
             warnings.filterwarnings(
@@ -654,9 +654,10 @@ class MMLocatInferencer:
                     f'and zero-shot segmentation; {cfg.filename} is a '
                     f'{handler.task} config')
             self.vocabulary = self._vocabulary(handler, cfg, checkpoint,
-                                               classes, text_model,
-                                               text_weights, text_model_config,
-                                               vocab_cache, device)
+                                               weights.meta, classes,
+                                               text_model, text_weights,
+                                               text_model_config, vocab_cache,
+                                               device)
         else:
             self.vocabulary = None
         self.handler = handler(
@@ -679,14 +680,15 @@ class MMLocatInferencer:
             handler.default_max_side if max_side is None else max_side)
 
     @staticmethod
-    def _vocabulary(handler, cfg, checkpoint, classes, text_model,
-                    text_weights, text_model_config, vocab_cache,
+    def _vocabulary(handler, cfg, checkpoint, checkpoint_meta, classes,
+                    text_model, text_weights, text_model_config, vocab_cache,
                     device) -> List[str]:
         names = voc.parse_vocabulary(classes)
         if text_model_config is not None:
             registered = register_model_config(text_model_config)
             text_model = text_model or registered
-        record, where = voc.recorded_text_model(cfg, checkpoint)
+        record, where = voc.recorded_text_model(cfg, checkpoint,
+                                                checkpoint_meta)
         emb_file = voc.embeddings_file(cfg) or ''
         name, weights = voc.resolve_text_model(
             record,
