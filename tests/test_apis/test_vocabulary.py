@@ -74,8 +74,8 @@ def test_recorded_text_model(tmp_path):
     # the detector checkpoint's meta, already read by the caller (the
     # inferencer's ModelCheckpoint), is not read again: the file is gone
     detector = str(tmp_path / 'detector.pth')
-    assert voc.recorded_text_model(
-        _cfg(plain), detector, dict(clip=clip)) == (clip, detector)
+    assert voc.recorded_text_model(_cfg(plain), detector,
+                                   dict(clip=clip)) == (clip, detector)
 
 
 def test_resolve_text_model(tmp_path):

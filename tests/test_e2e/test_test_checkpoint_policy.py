@@ -200,11 +200,12 @@ def test_after_load_checkpoint_hooks_see_the_checkpoint(
                        torch.full_like(SetBiasOnLoadHook.seen['bias'], 0.5))
 
 
-def test_a_second_checkpoint_in_cfg_options_is_refused(
-        setup, repo_root, monkeypatch, capsys):
-    code, out = _test_tool(repo_root, monkeypatch, capsys, setup['config'],
-                           setup['good'], str(setup['root'] / 'w_twice'),
-                           '--cfg-options', f'load_from={setup["resnet"]}')
+def test_a_second_checkpoint_in_cfg_options_is_refused(setup, repo_root,
+                                                       monkeypatch, capsys):
+    code, out = _test_tool(repo_root, monkeypatch, capsys,
+                           setup['config'], setup['good'],
+                           str(setup['root'] / 'w_twice'), '--cfg-options',
+                           f'load_from={setup["resnet"]}')
     assert code == 2
     errors = [
         line for line in out.splitlines() if line.startswith('test.py: error')
