@@ -1,13 +1,18 @@
 """Test (evaluate) a checkpoint with any OpenMMLab host.
 
-The checkpoint must cover the model: a missing key or a shape mismatch
-(another arch, a plain-ViT checkpoint under a LocAt config, a foreign state
-dict) stops the run before any metric is computed, unless
-``--allow-partial-checkpoint`` is given (keys the model lacks are only
-reported). The text-embedding files an open-vocabulary model reads must be
-those it was trained with (the checkpoint's ``meta['vocabulary']``, see
-``mmlocat.VocabularyRecordHook``): a changed or reordered file stops the run,
-naming both hashes, unless ``--allow-vocabulary-change`` is given.
+The checkpoint is read once and loaded strictly by mmlocat's front-end
+(:func:`mmlocat.utils.pretrained.load_model_weights`; the Runner itself
+loads nothing, a config's ``load_from`` / ``resume`` are ignored): a
+missing key, a key the model lacks or a shape mismatch (another arch, a
+plain-ViT checkpoint under a LocAt config, a foreign state dict) stops the
+run before any metric is computed, unless ``--allow-partial-checkpoint`` is
+given (then they are only reported). The Runner's ``after_load_checkpoint``
+hooks (e.g. an ``EMAHook``) still get the checkpoint where the Runner would
+give it to them. The text-embedding files an open-vocabulary model reads
+must be those it was trained with (the checkpoint's
+``meta['vocabulary']``, see ``mmlocat.VocabularyRecordHook``): a changed or
+reordered file stops the run, naming both hashes, unless
+``--allow-vocabulary-change`` is given.
 ``--show-dir`` switches on the host's own visualization hook (mmseg
 ``SegVisualizationHook``, mmdet ``DetVisualizationHook``, mmpretrain
 ``VisualizationHook``); ``--out`` dumps the predictions as a pickle through
@@ -20,6 +25,7 @@ import sys
 
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
+from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
@@ -30,7 +36,10 @@ from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.launch import (add_weights_only_checkpoint_hook,
                                   load_config, setup_cpu_distributed)
-from mmlocat.utils.pretrained import check_checkpoint_covers
+from mmlocat.utils.pretrained import (LoadedWeights, ModelCheckpoint,
+                                      load_model_weights)
+
+PARTIAL_OPTION = '--allow-partial-checkpoint'
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,10 +56,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         '--wait-time', type=float, default=2, help='seconds between shows')
     parser.add_argument(
-        '--allow-partial-checkpoint',
+        PARTIAL_OPTION,
         action='store_true',
-        help='evaluate even if the checkpoint misses model keys or has '
-        'tensors of another shape (those weights stay random)')
+        help='evaluate even if the checkpoint misses model keys, has keys '
+        'the model lacks or tensors of another shape (they are reported; '
+        'weights not loaded stay random)')
     parser.add_argument(
         ALLOW_OPTION,
         action='store_true',
@@ -73,6 +83,11 @@ def parse_args() -> argparse.Namespace:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
         parser.error('--out must be a .pkl or .pickle file')
+    load_from = (args.cfg_options or {}).get('load_from')
+    if load_from not in (None, args.checkpoint):
+        parser.error(f'--cfg-options load_from={load_from} differs from the '
+                     f'checkpoint argument {args.checkpoint}; give the '
+                     'checkpoint once')
     return args
 
 
@@ -96,6 +111,30 @@ def enable_visualization(cfg: Config, args: argparse.Namespace) -> None:
     cfg.default_hooks.visualization = ConfigDict(hook)
 
 
+class CheckpointToHooks(Hook):
+    """Give the Runner's ``after_load_checkpoint`` hooks the checkpoint
+    this tool loaded, where the Runner's own ``load_from`` would (after
+    every hook's ``before_run``, before testing). As in
+    ``Runner.load_checkpoint`` the model gets the weights the hooks leave:
+    if one changed them (mmpretrain's ``EMAHook`` swaps its copy in), the
+    model is loaded again from the checkpoint in memory."""
+    priority = 'LOWEST'
+
+    def __init__(self, loaded: LoadedWeights, load) -> None:
+        self.loaded = loaded
+        self.load = load
+
+    def before_run(self, runner) -> None:
+        checkpoint = self.loaded.checkpoint
+        runner.call_hook(
+            'after_load_checkpoint', checkpoint=checkpoint.checkpoint)
+        now = ModelCheckpoint.of(checkpoint.checkpoint, checkpoint.source)
+        if any(
+                now.state_dict.get(k) is not v
+                for k, v in checkpoint.state_dict.items()):
+            self.load(now)
+
+
 def main() -> None:
     args = parse_args()
     for path in (args.config, args.checkpoint):
@@ -112,8 +151,11 @@ def main() -> None:
     elif cfg.get('work_dir', None) is None:
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
-    cfg.load_from = args.checkpoint
-    add_weights_only_checkpoint_hook(cfg)  # reads training checkpoints
+    # loaded below, once, by the front-end: the Runner loads nothing (with
+    # resume=True and no load_from it would load work_dir's latest)
+    cfg.load_from = None
+    cfg.resume = False
+    add_weights_only_checkpoint_hook(cfg)  # for loads a config's hooks make
     if args.show or args.show_dir:
         enable_visualization(cfg, args)
 
@@ -125,19 +167,27 @@ def main() -> None:
     model = runner.model.module if is_model_wrapper(
         runner.model) else runner.model
 
-    def check_checkpoint():
-        check_checkpoint_covers(
+    def load(checkpoint) -> LoadedWeights:
+        return load_model_weights(
             model,
-            args.checkpoint,
-            allow_partial=args.allow_partial_checkpoint,
+            checkpoint,
+            strict=not args.allow_partial_checkpoint,
+            partial_option=PARTIAL_OPTION,
             logger=runner.logger)
+
+    loaded = []
+
+    def load_and_check():
+        loaded.append(load(args.checkpoint))
         check_vocabulary(
             model,
             args.checkpoint,
             allow_change=args.allow_vocabulary_change,
-            logger=runner.logger)
+            logger=runner.logger,
+            meta=loaded[0].meta)
 
-    run_cli('test.py', check_checkpoint)
+    run_cli('test.py', load_and_check)
+    runner.register_hook(CheckpointToHooks(loaded[0], load))
     guard_runner_data(runner, 'raise')
     if args.out is not None:
         runner.test_evaluator.metrics.append(

@@ -16,47 +16,10 @@ from mmengine.dataset import Compose, pseudo_collate
 from mmengine.logging import MMLogger
 from mmengine.registry import MODELS, init_default_scope
 
-from mmlocat.utils.checkpoint_io import load_state_dict_reported, strip_prefix
 from mmlocat.utils.launch import load_config
-from mmlocat.utils.pretrained import read_checkpoint
+from mmlocat.utils.pretrained import load_model_weights
 
-__all__ = [
-    'build_analysis_model', 'load_for_analysis', 'AnalysisInput',
-    'AnalysisModel'
-]
-
-BACKBONE_PREFIX = 'backbone.'
-
-
-def load_for_analysis(model: torch.nn.Module, checkpoint: str) -> str:
-    """Load a whole-model checkpoint, or else the backbone from it.
-
-    Returns:
-        ``'model'`` when the checkpoint covers the whole model, else
-        ``'backbone'`` (its keys under ``backbone.``, or all its keys,
-        cover the backbone; the rest of the model stays as built).
-
-    Raises:
-        RuntimeError / ValueError: If it does not cover even the backbone.
-    """
-    logger = MMLogger.get_current_instance()
-    state = strip_prefix(read_checkpoint(checkpoint), ['module.'])
-    if not set(model.state_dict()) - set(state):
-        load_state_dict_reported(
-            model,
-            state,
-            logger=logger,
-            allow_unexpected=True,
-            source=checkpoint)
-        return 'model'
-    if any(k.startswith(BACKBONE_PREFIX) for k in state):
-        state = {
-            k[len(BACKBONE_PREFIX):]: v
-            for k, v in state.items() if k.startswith(BACKBONE_PREFIX)
-        }
-    load_state_dict_reported(
-        model.backbone, state, logger=logger, source=checkpoint)
-    return 'backbone'
+__all__ = ['build_analysis_model', 'AnalysisInput', 'AnalysisModel']
 
 
 class AnalysisInput:
@@ -90,15 +53,20 @@ class AnalysisModel(NamedTuple):
     model: torch.nn.Module
     cfg: Config
     prepare: AnalysisInput
-    loaded: str  # 'model' or 'backbone' (see load_for_analysis)
+    loaded: str  # 'model' or 'backbone' (see load_model_weights)
 
 
 def build_analysis_model(config: str,
                          checkpoint: str,
                          device: str = 'cpu',
                          cfg_options: Optional[Dict] = None) -> AnalysisModel:
-    """Model in eval mode, loaded by :func:`load_for_analysis`, with its
-    config and an :class:`AnalysisInput` for it.
+    """Model in eval mode, with its config and an :class:`AnalysisInput`
+    for it.
+
+    The checkpoint is loaded by
+    :func:`mmlocat.utils.pretrained.load_model_weights` with
+    ``accept_backbone=True``: a whole-model checkpoint, or else the
+    backbone from it (its keys under ``backbone.``, or all its keys).
 
     Raises:
         RuntimeError / ValueError: If the checkpoint does not cover the
@@ -109,6 +77,10 @@ def build_analysis_model(config: str,
         cfg.merge_from_dict(cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     model = MODELS.build(cfg.model)
-    loaded = load_for_analysis(model, checkpoint)
+    loaded = load_model_weights(
+        model,
+        checkpoint,
+        accept_backbone=True,
+        logger=MMLogger.get_current_instance()).part
     model = model.to(device).eval()
     return AnalysisModel(model, cfg, AnalysisInput(cfg, model), loaded)

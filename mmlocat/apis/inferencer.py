@@ -62,8 +62,7 @@ from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
                           register_model_config, vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
-from mmlocat.utils.pretrained import check_checkpoint_covers, read_checkpoint
-from mmlocat.utils.provenance import read_checkpoint_meta
+from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
 from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
 from .images import (downscale, image_notes, named_images, read_image_rgb,
@@ -156,13 +155,14 @@ def is_out_of_memory(err: BaseException) -> bool:
             or 'Insufficient memory' in text)
 
 
-def _dataset_meta(cfg: Config, checkpoint: str, scope: str) -> Dict:
+def _dataset_meta(cfg: Config, checkpoint_meta: Dict, scope: str) -> Dict:
     """``classes`` / ``palette`` (lower-cased keys): the checkpoint's
-    ``dataset_meta`` when it names classes (what the model was trained or
-    converted with: it wins over the config), else the config's test
+    ``dataset_meta`` (in ``checkpoint_meta``) when it names classes (what
+    the model was trained or converted with: it wins over the config),
+    else the config's test
     dataset by :func:`mmlocat.text.dataset_metainfo`'s scope rule, in the
     host registry of the task (``scope``)."""
-    meta = read_checkpoint_meta(checkpoint).get('dataset_meta') or {}
+    meta = checkpoint_meta.get('dataset_meta') or {}
     meta = {k.lower(): v for k, v in meta.items()}
     if meta.get('classes'):
         return meta
@@ -172,11 +172,11 @@ def _dataset_meta(cfg: Config, checkpoint: str, scope: str) -> Dict:
 class TaskHandler:
     """One task: build the host inferencer, predict, serialise, draw.
 
-    The host is built without weights; the checkpoint's state dict (read
-    by the caller with :func:`mmlocat.utils.pretrained.read_checkpoint`, so
-    a bad file gets ``tools/test.py``'s one-sentence errors) is loaded by
-    :func:`~mmlocat.utils.pretrained.check_checkpoint_covers`, which
-    refuses a partly random network as ``tools/test.py`` does.
+    The host is built without weights; the checkpoint (read by the caller
+    with :meth:`mmlocat.utils.pretrained.ModelCheckpoint.read`, so a bad
+    file gets ``tools/test.py``'s one-sentence errors) is loaded by
+    :func:`~mmlocat.utils.pretrained.load_model_weights`, which refuses a
+    partly random network as ``tools/test.py`` does.
 
     Args:
         cfg: The model config (already merged with overrides).
@@ -185,7 +185,7 @@ class TaskHandler:
         allow_partial: Run a checkpoint that misses model keys.
         options: Drawing options (``topk``, ``score_thr``, ``alpha``) and
             ``vocabulary``: the run-time class names (None: the config's).
-        state_dict: The checkpoint's tensors.
+        weights: The checkpoint, read.
     """
     task = ''
     #: The ``default_scope`` of the configs served.
@@ -206,9 +206,9 @@ class TaskHandler:
 
     def __init__(self, cfg: Config, checkpoint: str, device: str,
                  allow_partial: bool, options: Dict,
-                 state_dict: Dict[str, torch.Tensor]) -> None:
+                 weights: ModelCheckpoint) -> None:
         self.options = options
-        self.meta = _dataset_meta(cfg, checkpoint, self.scope)
+        self.meta = _dataset_meta(cfg, weights.meta, self.scope)
         with warnings.catch_warnings():
             # built without weights on purpose: they are loaded below
             warnings.filterwarnings(
@@ -218,12 +218,12 @@ class TaskHandler:
             with DefaultScope.overwrite_default_scope(self.scope):
                 self.host = self.build_host(cfg, device)
         self.model = self.host.model
-        check_checkpoint_covers(
+        load_model_weights(
             self.model,
-            checkpoint,
-            allow_partial=allow_partial,
-            logger=MMLogger.get_current_instance(),
-            state_dict=state_dict)
+            weights,
+            strict=not allow_partial,
+            partial_option='--allow-partial-checkpoint',
+            logger=MMLogger.get_current_instance())
         if self.meta.get('classes') is not None:
             # what the host takes from a checkpoint's meta when it loads it
             known = {k: v for k, v in self.meta.items() if v is not None}
@@ -555,9 +555,9 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
         voc.apply_zero_shot_vocabulary(cfg, embeddings_file, names)
 
     def __init__(self, cfg, checkpoint, device, allow_partial, options,
-                 state_dict):
+                 weights):
         super().__init__(cfg, checkpoint, device, allow_partial, options,
-                         state_dict)
+                         weights)
         dataset_classes = self.dataset_classes
         if options.get('vocabulary') is None and dataset_classes:
             # the same refusal as ZeroShotClassCheckHook in tools/test.py
@@ -639,7 +639,7 @@ class MMLocatInferencer:
                              f'got {max_side!r}')
         # read first, by tools/test.py's reader: a bad file is named in one
         # sentence before anything is built or embedded
-        state_dict = read_checkpoint(checkpoint)
+        weights = ModelCheckpoint.read(checkpoint)
         # a Config passed in is not changed (overrides, vocabulary)
         cfg = (
             load_config(config)
@@ -654,9 +654,10 @@ class MMLocatInferencer:
                     f'and zero-shot segmentation; {cfg.filename} is a '
                     f'{handler.task} config')
             self.vocabulary = self._vocabulary(handler, cfg, checkpoint,
-                                               classes, text_model,
-                                               text_weights, text_model_config,
-                                               vocab_cache, device)
+                                               weights.meta, classes,
+                                               text_model, text_weights,
+                                               text_model_config, vocab_cache,
+                                               device)
         else:
             self.vocabulary = None
         self.handler = handler(
@@ -665,26 +666,29 @@ class MMLocatInferencer:
                 topk=topk,
                 score_thr=score_thr,
                 alpha=alpha,
-                vocabulary=self.vocabulary), state_dict)
-        del state_dict
+                vocabulary=self.vocabulary), weights)
+        meta = weights.meta
+        del weights  # copied into the model: free its tensors
         if self.vocabulary is None:
             check_vocabulary(
                 self.handler.model,
                 checkpoint,
-                allow_change=allow_vocabulary_change)
+                allow_change=allow_vocabulary_change,
+                meta=meta)
         self.task = handler.task
         self.max_side = (
             handler.default_max_side if max_side is None else max_side)
 
     @staticmethod
-    def _vocabulary(handler, cfg, checkpoint, classes, text_model,
-                    text_weights, text_model_config, vocab_cache,
+    def _vocabulary(handler, cfg, checkpoint, checkpoint_meta, classes,
+                    text_model, text_weights, text_model_config, vocab_cache,
                     device) -> List[str]:
         names = voc.parse_vocabulary(classes)
         if text_model_config is not None:
             registered = register_model_config(text_model_config)
             text_model = text_model or registered
-        record, where = voc.recorded_text_model(cfg, checkpoint)
+        record, where = voc.recorded_text_model(cfg, checkpoint,
+                                                checkpoint_meta)
         emb_file = voc.embeddings_file(cfg) or ''
         name, weights = voc.resolve_text_model(
             record,

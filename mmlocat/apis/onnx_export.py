@@ -42,7 +42,7 @@ from mmengine.registry import MODELS, init_default_scope
 from mmlocat.models.layers import lowpass_as_matmul
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config
-from mmlocat.utils.pretrained import check_checkpoint_covers
+from mmlocat.utils.pretrained import load_model_weights
 
 __all__ = [
     'build_export_model', 'lowpass_as_matmul', 'frozen_pos_embed',
@@ -88,7 +88,7 @@ def build_export_model(
     init_default_scope(scope)
     model = MODELS.build(cfg.model)
     if checkpoint is not None:
-        check_checkpoint_covers(model, checkpoint)
+        load_model_weights(model, checkpoint)
     return TensorOutput(model).eval(), cfg
 
 

@@ -103,10 +103,14 @@ def embeddings_file(cfg: Config) -> str:
     return _head_cfg(cfg)['text_embeddings']
 
 
-def recorded_text_model(cfg: Config,
-                        checkpoint: Optional[str] = None) -> Tuple[Dict, str]:
+def recorded_text_model(
+        cfg: Config,
+        checkpoint: Optional[str] = None,
+        checkpoint_meta: Optional[Dict] = None) -> Tuple[Dict, str]:
     """The text tower recorded for an F-ViT / zero-shot segmentation
-    config and checkpoint.
+    config and checkpoint (``checkpoint_meta``: its ``meta`` when the
+    caller has read it, :class:`mmlocat.utils.pretrained.ModelCheckpoint`;
+    by default it is read from the file).
 
     Looked up in order: the sidecar of the config's embedding file
     (``text_model``), the detector checkpoint's ``meta['clip']``, the
@@ -130,7 +134,11 @@ def recorded_text_model(cfg: Config,
     for path in (checkpoint, backbone_ckpt):
         if path:
             places.append(path)
-            record = read_checkpoint_meta(path).get('clip', {})
+            meta = (
+                checkpoint_meta
+                if path == checkpoint and checkpoint_meta is not None else
+                read_checkpoint_meta(path))
+            record = meta.get('clip', {})
             if record.get('name'):
                 return dict(record), path
     return {}, ', '.join(places)

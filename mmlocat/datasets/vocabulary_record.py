@@ -165,7 +165,8 @@ def _compare_clipself(files: Dict[str, str], record: Dict,
 def check_vocabulary(model,
                      checkpoint: str,
                      allow_change: bool = False,
-                     logger=None) -> List[str]:
+                     logger=None,
+                     meta: Optional[Dict] = None) -> List[str]:
     """Compare the files ``model`` read with ``checkpoint``'s record.
 
     Args:
@@ -173,6 +174,9 @@ def check_vocabulary(model,
         checkpoint: The checkpoint it will run with.
         allow_change: Only warn about differences (:data:`ALLOW_OPTION`).
         logger: Where notes and warnings go (default: the current logger).
+        meta: ``checkpoint``'s ``meta`` when the caller has read it
+            (:func:`mmlocat.utils.pretrained.load_model_weights`); by
+            default it is read from the file.
 
     Returns:
         The differences found (empty when the files are the recorded ones,
@@ -187,7 +191,9 @@ def check_vocabulary(model,
     files = vocabulary_files(model)
     if not files:
         return []
-    meta = read_checkpoint_meta(checkpoint) if osp.isfile(checkpoint) else {}
+    if meta is None:
+        meta = (
+            read_checkpoint_meta(checkpoint) if osp.isfile(checkpoint) else {})
     recorded = meta.get(VOCABULARY_KEY)
     if recorded is None and isinstance(meta.get(_CLIPSELF_KEY), dict):
         problems = _compare_clipself(files, meta[_CLIPSELF_KEY], checkpoint)

@@ -188,15 +188,26 @@ def refuse_nonfinite_weights(state_dict: Dict[str, torch.Tensor],
 def read_checkpoint(path: str, safe_globals: Sequence = ()) -> object:
     """Read what a PyTorch or safetensors file holds, without unwrapping.
 
-    PyTorch files are read with the weights-only unpickler; ``safe_globals``
-    allows more plain types for this read only (e.g. ``argparse.Namespace``,
-    the ``args`` a DINO training checkpoint stores).
+    The one reader of checkpoint files in mmlocat. PyTorch files are read
+    with the weights-only unpickler; ``safe_globals`` allows more plain
+    types for this read only (e.g. ``argparse.Namespace``, the ``args`` a
+    DINO training checkpoint stores). A URL (``scheme://``, e.g.
+    ``https://``, ``open-mmlab://``) is fetched by mmengine's
+    ``CheckpointLoader`` under the same weights-only rules.
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
-        ValueError: If the file is empty, corrupt, a TorchScript archive or
-            not a checkpoint (:func:`sniff_checkpoint`).
+        ValueError: If ``path`` is not a non-empty string, or the file is
+            empty, corrupt, a TorchScript archive or not a checkpoint
+            (:func:`sniff_checkpoint`).
     """
+    if not isinstance(path, str) or not path:
+        raise ValueError(
+            f'checkpoint must be a file path or URL, got {path!r}')
+    if '://' in path:
+        from mmengine.runner.checkpoint import CheckpointLoader
+        with mmengine_checkpoint_globals(safe_globals):
+            return CheckpointLoader.load_checkpoint(path, map_location='cpu')
     if not osp.exists(path):
         raise FileNotFoundError(f'checkpoint not found: {path}')
     if not osp.isfile(path):
@@ -214,13 +225,13 @@ def read_checkpoint(path: str, safe_globals: Sequence = ()) -> object:
 
 def read_state_dict(path: str,
                     finite: bool = True) -> 'OrderedDict[str, torch.Tensor]':
-    """Read a state dict from a PyTorch or safetensors file.
+    """Read a state dict from a PyTorch or safetensors file (or a URL).
 
     The format is sniffed from the content (:func:`sniff_checkpoint`), so
     the extension does not matter.
 
     Args:
-        path: File to read.
+        path: File (or URL) to read (:func:`read_checkpoint`).
         finite: Refuse NaN / inf weights (:func:`refuse_nonfinite_weights`).
 
     Returns:

@@ -21,23 +21,42 @@ lenient loader (which only warns and may leave every weight random):
 * a shape mismatch is an error; position embeddings are still resized by
   the backbone's load hook.
 
-:func:`check_checkpoint_covers` applies the same report to a whole model
-for ``tools/test.py``.
+The tools and APIs (``tools/test.py``, the inferencer, the ONNX export,
+the analysis and visualization tools) load a trained model through the
+one front-end :func:`load_model_weights`: the file is read once
+(:class:`ModelCheckpoint`, by
+:func:`~mmlocat.utils.checkpoint_io.read_checkpoint`), a wrapper's
+``module.`` prefix is stripped, the whole model (or, where the caller
+accepts it, the backbone alone) is loaded strictly and the coverage is
+reported from that same state dict; the checkpoint's ``meta`` comes back
+with the report.
 """
 from collections import Counter, OrderedDict
-from typing import Dict, Iterable, Mapping, Optional, Sequence
+from typing import (Dict, Iterable, Mapping, NamedTuple, Optional, Sequence,
+                    Union)
 
 import torch
 from torch import nn
 
+from . import checkpoint_io
 from .checkpoint_io import (LoadReport, load_state_dict_reported,
-                            read_state_dict, strip_prefix, unwrap_state_dict)
+                            read_state_dict, refuse_nonfinite_weights,
+                            strip_prefix, unwrap_state_dict)
 
 __all__ = [
-    'pretrained_init_cfg', 'is_pretrained_cfg', 'read_checkpoint',
-    'select_prefix', 'drop_expected_unused', 'load_pretrained',
-    'check_checkpoint_covers'
+    'pretrained_init_cfg', 'is_pretrained_cfg', 'select_prefix',
+    'drop_expected_unused', 'load_pretrained', 'ModelCheckpoint',
+    'LoadedWeights', 'load_model_weights', 'BACKBONE_PREFIX', 'WRAPPER_PREFIX'
 ]
+
+#: Where a whole model keeps its backbone: the hosts' attribute name, hence
+#: the prefix of its keys in training checkpoints and in what mmlocat's
+#: converters write.
+BACKBONE_PREFIX = 'backbone.'
+#: What a model wrapper (DDP, ``DataParallel``) puts before every key;
+#: stripped from every key that has it (mmengine's ``revise_keys``
+#: default).
+WRAPPER_PREFIX = 'module.'
 
 _INIT_CFG_KEYS = ('type', 'checkpoint', 'prefix', 'map_location',
                   'allowed_missing')
@@ -91,21 +110,6 @@ def is_pretrained_cfg(init_cfg) -> bool:
         return False
     return isinstance(init_cfg, dict) and _is_pretrained_type(
         init_cfg.get('type'))
-
-
-def read_checkpoint(checkpoint: str) -> 'OrderedDict[str, torch.Tensor]':
-    """A state dict from a local file or an mmengine URL (``scheme://``)."""
-    if not isinstance(checkpoint, str) or not checkpoint:
-        raise ValueError(
-            f'checkpoint must be a file path or URL, got {checkpoint!r}')
-    if '://' not in checkpoint:
-        return read_state_dict(checkpoint)
-    from mmengine.runner.checkpoint import CheckpointLoader
-
-    from .safe_load import mmengine_checkpoint_globals
-    with mmengine_checkpoint_globals():
-        obj = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
-    return unwrap_state_dict(obj, checkpoint)
 
 
 def _leading_prefixes(keys: Iterable[str]) -> Sequence[str]:
@@ -254,7 +258,7 @@ def load_pretrained(
     name = type(module).__name__
     model_keys = module.state_dict().keys()
     state_dict = select_prefix(
-        read_checkpoint(checkpoint), init_cfg.get('prefix'), model_keys,
+        read_state_dict(checkpoint), init_cfg.get('prefix'), model_keys,
         checkpoint, name)
     state_dict = drop_expected_unused(state_dict, expected_unused or {},
                                       model_keys, checkpoint, name, logger)
@@ -271,55 +275,189 @@ def load_pretrained(
         source=checkpoint)
 
 
-def check_checkpoint_covers(
-    model: nn.Module,
-    checkpoint: str,
-    allow_partial: bool = False,
-    logger=None,
-    state_dict: Optional[Dict[str,
-                              torch.Tensor]] = None) -> Optional[LoadReport]:
-    """Refuse to evaluate ``model`` with a checkpoint that leaves it random.
+class ModelCheckpoint(NamedTuple):
+    """A checkpoint read once, for :func:`load_model_weights`.
 
-    Loads ``checkpoint`` (an mmengine training checkpoint or a converted
-    one; a ``module.`` prefix is stripped as mmengine does) into ``model``:
-    missing keys and shape mismatches are errors, keys the model does not
-    have are only reported (e.g. an EMA copy).
+    Attributes:
+        source: Its path or URL (named in messages).
+        checkpoint: What the file holds (an mmengine checkpoint's dict, or
+            a bare state dict): what the Runner's ``after_load_checkpoint``
+            hooks are given.
+        state_dict: Its tensors: unwrapped from ``state_dict`` / ``model``
+            / ``module`` nesting, :data:`WRAPPER_PREFIX` stripped, NaN / inf
+            refused.
+        meta: Its ``meta`` (``dataset_meta``, ``vocabulary``, provenance);
+            ``{}`` when it has none.
+    """
+    source: str
+    checkpoint: object
+    state_dict: 'OrderedDict[str, torch.Tensor]'
+    meta: Dict
+
+    @classmethod
+    def read(cls, source: str) -> 'ModelCheckpoint':
+        """Read ``source`` (a path or URL) with
+        :func:`~mmlocat.utils.checkpoint_io.read_checkpoint`.
+
+        Raises:
+            FileNotFoundError / ValueError: As ``read_checkpoint``, and if
+                it holds no state dict of tensors or NaN / inf weights.
+        """
+        return cls.of(checkpoint_io.read_checkpoint(source), source)
+
+    @classmethod
+    def of(cls, checkpoint: object, source: str) -> 'ModelCheckpoint':
+        """``checkpoint``, what ``source`` holds, already read."""
+        state_dict = unwrap_state_dict(checkpoint, source)
+        refuse_nonfinite_weights(state_dict, source)
+        meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
+        return cls(source, checkpoint,
+                   strip_prefix(state_dict, [WRAPPER_PREFIX]),
+                   dict(meta) if isinstance(meta, dict) else {})
+
+
+class LoadedWeights(NamedTuple):
+    """What :func:`load_model_weights` did.
+
+    Attributes:
+        part: ``'model'`` or ``'backbone'`` (the rule of
+            :func:`load_model_weights`).
+        report: The missing / unexpected keys; ``None`` when
+            ``strict=False`` let a shape mismatch through.
+        checkpoint: What was loaded (its ``meta``, the object read).
+    """
+    part: str
+    report: Optional[LoadReport]
+    checkpoint: ModelCheckpoint
+
+    @property
+    def meta(self) -> Dict:
+        """The checkpoint's ``meta`` (``{}`` when it has none)."""
+        return self.checkpoint.meta
+
+
+def _expected_unused(backbone: Optional[nn.Module],
+                     prefix: str) -> Dict[str, str]:
+    """The backbone's ``expected_unused_keys()`` under ``prefix``."""
+    names = getattr(backbone, 'expected_unused_keys', None)
+    if not callable(names):
+        return {}
+    return {prefix + key: why for key, why in names().items()}
+
+
+def _parts_not_built(model: nn.Module,
+                     state_dict: Mapping[str, torch.Tensor]) -> Dict[str, str]:
+    """Top-level parts of the checkpoint's network that ``model`` does not
+    build at all (a classifier's ``head`` under a head-less patch-score
+    model), mapped to why; none unless the other keys cover ``model``
+    (otherwise the error names every key as it is)."""
+    model_keys = model.state_dict().keys()
+    built = set(dict(model.named_children())) | {
+        key.split('.', 1)[0]
+        for key in model_keys
+    }
+    absent = {
+        key.split('.', 1)[0]
+        for key in state_dict if key.split('.', 1)[0] not in built
+    }
+    if not absent or not set(model_keys) <= set(state_dict):
+        return {}
+    name = type(model).__name__
+    return {part: f'{name} builds no {part}' for part in sorted(absent)}
+
+
+def load_model_weights(model: nn.Module,
+                       checkpoint: Union[str, ModelCheckpoint],
+                       *,
+                       strict: bool = True,
+                       accept_backbone: bool = False,
+                       partial_option: Optional[str] = None,
+                       logger=None) -> LoadedWeights:
+    """Load a trained model's weights, reading the file once.
+
+    The front-end of ``tools/test.py``, the inferencer, the ONNX export and
+    the analysis / visualization tools.
+
+    Whole model or backbone (one rule): the checkpoint is loaded into the
+    whole ``model``. With ``accept_backbone``, a checkpoint whose keys do
+    not include every key of ``model`` is loaded into ``model.backbone``
+    instead: from its keys under :data:`BACKBONE_PREFIX` (stripped) if it
+    has any, else from all its keys (a converter's output, a bare backbone
+    state dict); the rest of the model stays as built.
+
+    Strict (default): a key the loaded part lacks, a checkpoint key it does
+    not have and a tensor of another shape are errors naming them. The
+    checkpoint parts the configuration deliberately does not build are
+    left out with one log line (:func:`drop_expected_unused`): the
+    backbone's ``expected_unused_keys()`` (e.g. the final norm with
+    ``final_norm=False``) and, for a whole model the checkpoint otherwise
+    covers, a top-level part the model has no module of (the ``head`` of a
+    classifier's checkpoint under a head-less ``PatchScoreClassifier``);
+    a key inside a part the model builds must match. Position embeddings
+    are still resized by the backbone's load hook.
 
     Args:
-        model: The (unwrapped) model about to be tested.
-        checkpoint: Path or URL.
-        allow_partial: Report, but do not refuse, missing keys and shape
-            mismatches (``tools/test.py --allow-partial-checkpoint``).
+        model: The built (unwrapped) model.
+        checkpoint: A path or URL, or a :class:`ModelCheckpoint` the caller
+            read already (to fail on a bad file before building anything).
+        strict: ``False`` only reports missing and unexpected keys and
+            lets a shape mismatch through with a warning (those tensors
+            stay as built).
+        accept_backbone: Load the backbone alone when the checkpoint does
+            not cover the whole model (the analysis tools).
+        partial_option: How the caller's user turns ``strict`` off (e.g.
+            ``'--allow-partial-checkpoint'``), named in the error.
         logger: Logger for the report (default: print).
-        state_dict: The checkpoint's tensors when the caller has already
-            read them with :func:`read_checkpoint` (``tools/infer.py``
-            reads before it builds anything); ``checkpoint`` then only
-            names them.
 
     Returns:
-        The report, or ``None`` when ``allow_partial`` let a shape mismatch
-        through.
+        The :class:`LoadedWeights` (which part, the report, the checkpoint
+        with its ``meta``).
 
     Raises:
-        RuntimeError: Unless ``allow_partial``, if the checkpoint does not
-            cover the model.
+        FileNotFoundError / ValueError: For a bad file
+            (:meth:`ModelCheckpoint.read`).
+        RuntimeError: With ``strict``, if the checkpoint does not fit the
+            part it is loaded into.
     """
-    if state_dict is None:
-        state_dict = read_checkpoint(checkpoint)
-    state_dict = strip_prefix(state_dict, ['module.'])
+    if not isinstance(checkpoint, ModelCheckpoint):
+        checkpoint = ModelCheckpoint.read(checkpoint)
+    source, state_dict = checkpoint.source, checkpoint.state_dict
+    backbone = getattr(model, 'backbone', None)
+    part, target, prefix = 'model', model, BACKBONE_PREFIX
+    if accept_backbone and not set(model.state_dict()) <= set(state_dict):
+        if not isinstance(backbone, nn.Module):
+            raise ValueError(f'{source} does not cover '
+                             f'{type(model).__name__}, which has no backbone '
+                             'to load alone')
+        part, target, prefix = 'backbone', backbone, ''
+        if any(k.startswith(BACKBONE_PREFIX) for k in state_dict):
+            state_dict = strip_prefix(
+                {
+                    k: v
+                    for k, v in state_dict.items()
+                    if k.startswith(BACKBONE_PREFIX)
+                }, [BACKBONE_PREFIX])
+    if strict:
+        unused = _expected_unused(backbone, prefix)
+        if part == 'model':
+            unused.update(_parts_not_built(model, state_dict))
+        state_dict = drop_expected_unused(state_dict, unused,
+                                          target.state_dict().keys(), source,
+                                          type(target).__name__, logger)
     try:
-        return load_state_dict_reported(
-            model,
+        report = load_state_dict_reported(
+            target,
             state_dict,
-            allowed_missing=[''] if allow_partial else (),
+            allowed_missing=() if strict else [''],
             logger=logger,
-            allow_unexpected=True,
-            source=checkpoint)
+            allow_unexpected=not strict,
+            source=source)
     except RuntimeError as err:
-        if not allow_partial or 'another shape' not in str(err):
-            raise RuntimeError(
-                f'{err}; pass --allow-partial-checkpoint to evaluate it '
-                'anyway') from None
+        if strict or 'another shape' not in str(err):
+            hint = (f'; pass {partial_option} to use it anyway'
+                    if partial_option else '')
+            raise RuntimeError(f'{err}{hint}') from None
         (logger.warning if logger is not None else
-         print)(f'--allow-partial-checkpoint: {err}')
-        return None
+         print)(f'{partial_option or "strict=False"}: {err}')
+        report = None
+    return LoadedWeights(part, report, checkpoint)

@@ -67,11 +67,11 @@ def _reference(cfg_path, ckpt, inputs):
     from mmengine.config import Config
     from mmengine.registry import MODELS, init_default_scope
 
-    from mmlocat.utils.pretrained import check_checkpoint_covers
+    from mmlocat.utils.pretrained import load_model_weights
     cfg = Config.fromfile(cfg_path)
     init_default_scope(cfg.default_scope)
     model = MODELS.build(cfg.model).eval()
-    check_checkpoint_covers(model, ckpt)
+    load_model_weights(model, ckpt)
     with torch.no_grad():
         return model(inputs, mode='tensor').numpy()
 

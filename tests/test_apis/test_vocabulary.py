@@ -71,6 +71,11 @@ def test_recorded_text_model(tmp_path):
                                                    str(tmp_path / 'rec.json'))
     with pytest.raises(ValueError, match='F-ViT config'):
         voc.recorded_text_model(Config(dict(model=dict(backbone=dict()))))
+    # the detector checkpoint's meta, already read by the caller (the
+    # inferencer's ModelCheckpoint), is not read again: the file is gone
+    detector = str(tmp_path / 'detector.pth')
+    assert voc.recorded_text_model(_cfg(plain), detector,
+                                   dict(clip=clip)) == (clip, detector)
 
 
 def test_resolve_text_model(tmp_path):

@@ -520,7 +520,7 @@ def loaded_from(model, cfg: Config) -> List[str]:
     Raises:
         AssertionError: Naming the tensors that differ.
     """
-    from mmlocat.utils.pretrained import read_checkpoint
+    from mmlocat.utils.checkpoint_io import read_state_dict
     compared = []
     for key in TOWER_KEYS:
         tower_cfg = cfg.model.get(key)
@@ -530,7 +530,7 @@ def loaded_from(model, cfg: Config) -> List[str]:
         prefix = init.get('prefix') or ''
         stored = {
             k[len(prefix):]: v
-            for k, v in read_checkpoint(init['checkpoint']).items()
+            for k, v in read_state_dict(init['checkpoint']).items()
             if k.startswith(prefix)
         }
         own = getattr(model, key).state_dict()

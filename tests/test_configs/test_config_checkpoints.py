@@ -16,7 +16,7 @@ from checkpoint_makers import (MAKERS, Made, checkpoint_refs, load_config,
                                prepare_model, readme_test_commands,
                                shipped_configs)
 
-from mmlocat.utils.pretrained import check_checkpoint_covers
+from mmlocat.utils.pretrained import load_model_weights
 
 CONFIGS = shipped_configs()
 TEST_COMMANDS = readme_test_commands()
@@ -59,7 +59,7 @@ def test_config_loads_the_checkpoint_its_readme_makes(config, made,
     model.init_weights()
     assert loaded_from(model, cfg) or cfg.get('load_from')
     if cfg.get('load_from'):
-        check_checkpoint_covers(model, cfg.load_from)
+        load_model_weights(model, cfg.load_from)  # strict
 
 
 @pytest.mark.parametrize('readme, config, checkpoint', TEST_COMMANDS)
@@ -67,11 +67,10 @@ def test_readme_test_command_accepts_its_checkpoint(readme, config, checkpoint,
                                                     made, monkeypatch):
     """``python tools/test.py CONFIG checkpoints/X`` as a README writes it:
     the model the Runner builds (no ``init_weights`` in a test run) must be
-    covered by the made ``X`` (``check_checkpoint_covers``, what
-    ``tools/test.py`` applies before testing)."""
+    covered by the made ``X`` (``load_model_weights``, strict, what
+    ``tools/test.py`` loads it with)."""
     assert checkpoint in MAKERS, missing_maker_message(
         f'{readme} (tools/test.py {config})', [checkpoint])
     monkeypatch.chdir(made.root)
     model = prepare_model(load_config(config), made)
-    report = check_checkpoint_covers(model, made.get(checkpoint))
-    assert not report.missing
+    load_model_weights(model, made.get(checkpoint))  # raises unless covered

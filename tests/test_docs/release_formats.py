@@ -115,7 +115,7 @@ def eva_clip_pair(repo_path: str,
     """One EVA02-CLIP as the EVA repo's ``.pt`` and open_clip's state dict
     (module doc)."""
     import open_clip
-    from _clipself_reference import EVAVisual, randomise_
+    from helpers.clipself_reference import EVAVisual, randomise_
     from timm.models.eva import checkpoint_filter_fn
     geometry = _eva_geometry(model_name)
     visual = randomise_(EVAVisual(**geometry['arch']), seed)
@@ -184,7 +184,8 @@ def clipself_detector(path: str, model_cfg: Dict, embeddings: torch.Tensor,
     of its detector) for the EVA02-CLIP tower of the tiny ``model_cfg``
     (the shrunk config's model: its tower arch, taps and test settings).
     ``embeddings``: the ``(C + 1, D)`` rows its head holds."""
-    from _clipself_reference import FViTReference, mmcv_checkpoint, randomise_
+    from helpers.clipself_reference import (FViTReference, mmcv_checkpoint,
+                                            randomise_)
     backbone = model_cfg['backbone']
     arch = backbone['arch']
     ref = FViTReference(

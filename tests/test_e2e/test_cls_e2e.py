@@ -90,12 +90,13 @@ def test_train_then_test_top1(family, imagenet_root, tmp_path, repo_root,
     config.write_text(
         DERIVED.format(base=osp.join(repo_root, base), root=imagenet_root))
     work_dir = str(tmp_path / 'work')
-    log = _run(['tools/train.py',
-                str(config), '--work-dir', work_dir], subprocess_env,
-               repo_root)
-    assert f"type='mmlocat.{backbone}'" in log
+    train_log = _run(['tools/train.py',
+                      str(config), '--work-dir', work_dir], subprocess_env,
+                     repo_root)
+    assert f"type='mmlocat.{backbone}'" in train_log
     # 20 images / batch 4 = 5 iterations per epoch, 2 epochs
-    assert re.search(r'Epoch\(train\)\s+\[2\]\[5/5\]', log), log[-3000:]
+    assert re.search(r'Epoch\(train\)\s+\[2\]\[5/5\]',
+                     train_log), train_log[-3000:]
     checkpoint = osp.join(work_dir, 'epoch_2.pth')
     assert osp.isfile(checkpoint)
 
@@ -107,3 +108,8 @@ def test_train_then_test_top1(family, imagenet_root, tmp_path, repo_root,
     match = re.search(r'accuracy/top1: ([0-9.]+)', log)
     assert match, log[-3000:]
     assert 0. <= float(match.group(1)) <= 100.
+    # the test set is the val set, and training validated the weights it
+    # saved in epoch_2.pth: the same top-1 unless the load lost something
+    val = re.findall(r'Epoch\(val\).*accuracy/top1: ([0-9.]+)', train_log)
+    assert val, train_log[-3000:]
+    assert float(match.group(1)) == float(val[-1])

@@ -199,7 +199,8 @@ def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
     tools/test.py under the shipped EVA02-CLIP config, which loads it
     strictly (a partial checkpoint would be refused)."""
     import torch
-    from _clipself_reference import FViTReference, mmcv_checkpoint, randomise_
+    from helpers.clipself_reference import (FViTReference, mmcv_checkpoint,
+                                            randomise_)
     paths, names = coco
     root = paths['data_root']
     emb = write_embeddings(tmp_path / 'coco_emb.npy', names)

@@ -5,22 +5,28 @@ files: a torchvision ResNet-18 state dict, a 48-wide ('S') checkpoint under
 the 32-wide ('T') config, and the plain-ViT twin's checkpoint under the
 LocAt config (GAug would stay random). Each is refused before any metric is
 computed, with one ``test.py: error:`` line and exit status 2, unless
-``--allow-partial-checkpoint`` is given.
+``--allow-partial-checkpoint`` is given. The file is read once (by the
+loader front-end, not again by the Runner), and the Runner's
+``after_load_checkpoint`` hooks still get it.
 """
 import copy
+import os
 import os.path as osp
 import runpy
+import shutil
 import sys
 
 import pytest
 import torch
 import torchvision
 from mmengine.config import Config
-from mmengine.registry import init_default_scope
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS, init_default_scope
 from mmpretrain.registry import MODELS
 from tiny_cls import write_tiny_cls_config
 
 from mmlocat.testing import generate
+from mmlocat.utils import checkpoint_io
 
 
 @pytest.fixture(scope='module')
@@ -133,3 +139,75 @@ def test_covering_or_allowed_checkpoint_is_evaluated(case, setup, repo_root,
     if case == 'other_arch':
         assert '--allow-partial-checkpoint: ' in out
         assert 'another shape' in out
+
+
+def test_checkpoint_is_read_once(setup, repo_root, monkeypatch, capsys):
+    """The front-end reads the file; the Runner reads nothing: the file is
+    removed right after the first read (any second read, by mmengine or
+    by us, would fail) and the run still tests the loaded model."""
+    path = str(setup['root'] / 'read_once.pth')
+    shutil.copy(setup['good'], path)
+    reads = []
+    read = checkpoint_io.read_checkpoint
+
+    def read_then_remove(source, *args, **kwargs):
+        obj = read(source, *args, **kwargs)
+        if source == path:
+            reads.append(source)
+            os.remove(source)
+        return obj
+
+    monkeypatch.setattr(checkpoint_io, 'read_checkpoint', read_then_remove)
+    code, out = _test_tool(repo_root, monkeypatch, capsys, setup['config'],
+                           path, str(setup['root'] / 'w_once'))
+    assert code == 0, out[-3000:]
+    assert reads == [path]
+    assert 'accuracy/top1' in out
+    assert f'of {path} into ImageClassifier' in out
+
+
+@HOOKS.register_module(force=True)
+class SetBiasOnLoadHook(Hook):
+    """Changes the checkpoint it is given (as mmpretrain's ``EMAHook``
+    swaps its copy in) and records what the model tests with."""
+    seen = {}
+
+    def after_load_checkpoint(self, runner, checkpoint):
+        state = checkpoint['state_dict']
+        key = 'head.layers.head.bias'  # VisionTransformerClsHead
+        state[key] = torch.full_like(state[key], 0.5)
+        self.seen['meta'] = checkpoint.get('meta')
+
+    def before_test_epoch(self, runner):
+        self.seen['bias'] = runner.model.head.layers.head.bias.detach().clone()
+
+
+def test_after_load_checkpoint_hooks_see_the_checkpoint(
+        setup, repo_root, monkeypatch, capsys):
+    """As with the Runner's own ``load_from``: the hooks get the checkpoint
+    after ``before_run`` and the model tests with the weights they leave.
+    """
+    config = str(setup['root'] / 'with_hook.py')
+    with open(setup['config']) as src, open(config, 'w') as dst:
+        dst.write(src.read() + "\ncustom_hooks = [dict(type='"
+                  "SetBiasOnLoadHook')]\n")
+    SetBiasOnLoadHook.seen.clear()
+    code, out = _test_tool(repo_root, monkeypatch, capsys, config,
+                           setup['good'], str(setup['root'] / 'w_hook'))
+    assert code == 0, out[-3000:]
+    assert SetBiasOnLoadHook.seen['meta'] == {}
+    assert torch.equal(SetBiasOnLoadHook.seen['bias'],
+                       torch.full_like(SetBiasOnLoadHook.seen['bias'], 0.5))
+
+
+def test_a_second_checkpoint_in_cfg_options_is_refused(setup, repo_root,
+                                                       monkeypatch, capsys):
+    code, out = _test_tool(repo_root, monkeypatch, capsys,
+                           setup['config'], setup['good'],
+                           str(setup['root'] / 'w_twice'), '--cfg-options',
+                           f'load_from={setup["resnet"]}')
+    assert code == 2
+    errors = [
+        line for line in out.splitlines() if line.startswith('test.py: error')
+    ]
+    assert len(errors) == 1 and 'load_from=' in errors[0], out[-3000:]

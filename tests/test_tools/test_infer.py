@@ -736,7 +736,7 @@ def test_checkpoint_errors_as_test_py(cls_model, tmp_path, repo_root,
     """A 0-byte checkpoint ended infer.py in a raw EOFError; every bad file
     now gets the sentence tools/test.py prints (the same reader), before
     anything is built."""
-    from mmlocat.utils.pretrained import read_checkpoint
+    from mmlocat.utils.checkpoint_io import read_state_dict
     ckpt = cls_model['ckpt']
     data = open(ckpt, 'rb').read()
     state = torch.load(ckpt, weights_only=False)
@@ -753,7 +753,7 @@ def test_checkpoint_errors_as_test_py(cls_model, tmp_path, repo_root,
     for name in list(bad) + ['nan.pth']:
         path = str(tmp_path / name)
         with pytest.raises(ValueError) as want:
-            read_checkpoint(path)
+            read_state_dict(path)
         monkeypatch.setattr(
             sys, 'argv',
             ['infer.py', cls_model['val_dir'], cls_model['cfg'], path])

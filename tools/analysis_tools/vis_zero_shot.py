@@ -24,12 +24,11 @@ import torch
 from mmengine.config import Config
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.registry import init_default_scope
-from mmengine.runner import load_checkpoint
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis.cli import add_model_options
-from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.checkpoint_io import run_cli
+from mmlocat.utils.pretrained import load_model_weights
 from mmlocat.visualization import (class_palette, colorize_labels,
                                    heatmap_overlay, save_panels)
 
@@ -90,13 +89,7 @@ def main() -> None:
         raise TypeError(f'{args.config} is not a zero-shot segmentation '
                         f'config (model {type(model).__name__})')
     # strict: never draw a partly random network
-    with mmengine_checkpoint_globals():
-        load_checkpoint(
-            model,
-            args.checkpoint,
-            map_location='cpu',
-            strict=True,
-            logger='silent')
+    load_model_weights(model, args.checkpoint)
     model = model.to(args.device).eval()
     packed = load_inputs(cfg, args.image, args.gt)
     with torch.no_grad():
