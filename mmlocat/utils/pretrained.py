@@ -118,6 +118,13 @@ def _leading_prefixes(keys: Iterable[str]) -> Sequence[str]:
     return [p for p, _ in counts.most_common()]
 
 
+def _keys_under(state_dict: Mapping[str, torch.Tensor],
+                prefix: str) -> 'OrderedDict[str, torch.Tensor]':
+    """The tensors whose keys start with ``prefix``, the prefix removed."""
+    return OrderedDict((k[len(prefix):], v) for k, v in state_dict.items()
+                       if k.startswith(prefix))
+
+
 def select_prefix(state_dict: Dict[str, torch.Tensor],
                   prefix: Optional[str],
                   model_keys: Iterable[str],
@@ -140,9 +147,7 @@ def select_prefix(state_dict: Dict[str, torch.Tensor],
     """
     if prefix:
         prefix = prefix if prefix.endswith('.') else prefix + '.'
-        selected = OrderedDict((k[len(prefix):], v)
-                               for k, v in state_dict.items()
-                               if k.startswith(prefix))
+        selected = _keys_under(state_dict, prefix)
         if not selected:
             raise ValueError(
                 f'no key of {source} starts with {prefix!r}; its keys start '
@@ -151,12 +156,7 @@ def select_prefix(state_dict: Dict[str, torch.Tensor],
     model_keys = set(model_keys)
     if model_keys.isdisjoint(state_dict):
         for candidate in _leading_prefixes(state_dict):
-            stripped = strip_prefix(
-                {
-                    k: v
-                    for k, v in state_dict.items() if k.startswith(candidate)
-                }, [candidate])
-            if not model_keys.isdisjoint(stripped):
+            if not model_keys.isdisjoint(_keys_under(state_dict, candidate)):
                 raise ValueError(
                     f'none of the {len(state_dict)} keys of {source} names a '
                     f'parameter of {model_name}, but its keys under '
@@ -430,13 +430,7 @@ def load_model_weights(model: nn.Module,
                              f'{type(model).__name__}, which has no backbone '
                              'to load alone')
         part, target, prefix = 'backbone', backbone, ''
-        if any(k.startswith(BACKBONE_PREFIX) for k in state_dict):
-            state_dict = strip_prefix(
-                {
-                    k: v
-                    for k, v in state_dict.items()
-                    if k.startswith(BACKBONE_PREFIX)
-                }, [BACKBONE_PREFIX])
+        state_dict = _keys_under(state_dict, BACKBONE_PREFIX) or state_dict
     if strict:
         unused = _expected_unused(backbone, prefix)
         if part == 'model':

@@ -43,6 +43,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+from mmengine.logging import MMLogger
 from mmengine.model import ModuleList
 from mmpretrain.models.backbones import VisionTransformer
 from torch import Tensor, nn
@@ -432,7 +433,6 @@ class TokenLoopViT(
                 f'{length - num_prefix} patch positions are not a square '
                 'grid (different number of CLS/register tokens?)')
         side = math.isqrt(length - num_prefix)
-        from mmengine.logging import MMLogger
         MMLogger.get_current_instance().info(
             f'Resize the pos_embed shape from {tuple(ckpt.shape)}'
             f' to {tuple(self.pos_embed.shape)}.')

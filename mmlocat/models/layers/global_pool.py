@@ -179,11 +179,10 @@ class GlobalPool(nn.Module):
         lazy = (
             self.lazy_strike(patches, check_finite=check_finite)
             if votes else None)
-        if self.prr is None and lazy is not None:
-            pooled = self._pool(tokens, num_prefix_tokens, check_finite, lazy)
-        else:
-            pooled = self._pool(
-                self.refine(tokens), num_prefix_tokens, check_finite)
+        # LazyStrike's pooled vector is reused unless PRR changes the tokens
+        pooled = self._pool(
+            self.refine(tokens), num_prefix_tokens, check_finite,
+            lazy if self.prr is None else None)
         query = tokens[:, 0] if self.score_query == 'cls' else pooled
         score = patch_score(patches, query, check_finite=check_finite)
         return dict(
