@@ -31,6 +31,7 @@ from mmengine.model import is_model_wrapper
 
 from mmlocat.text import BACKGROUND, load_query_embeddings, read_class_names
 from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
+from mmlocat.utils.safe_load import load_array
 
 __all__ = [
     'VOCABULARY_KEY', 'FILE_ATTRS', 'vocabulary_files', 'vocabulary_record',
@@ -133,7 +134,7 @@ def _rows_sha256(path: str) -> str:
     import torch
 
     from mmlocat.utils.converters.clipself_fvit import tensor_sha256
-    rows = np.load(path, allow_pickle=False).astype(np.float32)
+    rows = load_array(path).astype(np.float32)
     return tensor_sha256(torch.from_numpy(rows))
 
 

@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from mmlocat.utils.safe_load import load_array
 from .class_names import BACKGROUND, read_class_names
 from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
                         check_templates, class_prompts)
@@ -405,7 +406,7 @@ def load_query_embeddings(
             raise ValueError(f'{side}: "queries" must be strings')
     else:
         queries, query_class = list(classes), list(range(len(classes)))
-    emb = np.load(path, allow_pickle=False)
+    emb = load_array(path)
     if emb.ndim != 2 or emb.shape[0] != len(queries):
         raise ValueError(f'{path} has shape {emb.shape} but {side} lists '
                          f'{len(queries)} ' +

@@ -24,7 +24,7 @@ from typing import (BinaryIO, Callable, Dict, Iterable, List, NamedTuple,
 import torch
 from torch import nn
 
-from .safe_load import mmengine_checkpoint_globals
+from .safe_load import read_torchscript_state_dict, torch_load
 
 __all__ = [
     'read_checkpoint', 'read_state_dict', 'read_clip_state_dict',
@@ -35,8 +35,10 @@ __all__ = [
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
-# The magic number torch writes first in its legacy (pre-1.6) pickle format.
-_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
+# The first pickled object of torch's legacy (pre-1.6) format is this magic
+# number (a LONG1 opcode and its 10 little-endian bytes), after the PROTO
+# opcode and, from protocol 4, an 8-byte FRAME.
+_LEGACY_MAGIC = b'\x8a\x0a' + (0x1950a86a20f9469cfc6c).to_bytes(10, 'little')
 #: Exceptions the command-line tools turn into one ``NAME: error:`` line.
 CLI_ERRORS = (OSError, ValueError, RuntimeError, ImportError)
 
@@ -67,7 +69,7 @@ def sniff_checkpoint(path: str) -> str:
     if size == 0:
         raise ValueError(f'{path} is empty (0 bytes): not a checkpoint')
     with open(path, 'rb') as f:
-        head = f.read(16)
+        head = f.read(32)
     if head[:4] == b'PK\x03\x04':
         try:
             with zipfile.ZipFile(path) as archive:
@@ -89,21 +91,27 @@ def sniff_checkpoint(path: str) -> str:
         raise ValueError(f'{path} is a truncated or corrupt safetensors '
                          f'file: its header needs {header_len} bytes, the '
                          f'file has {size}')
-    if head[:1] == b'\x80' and _is_torch_legacy(path):
+    if _is_torch_legacy(head):
         return 'torch-legacy'
+    if head[:1] == b'\x80':
+        raise ValueError(f'{path} is a Python pickle, not a PyTorch '
+                         'checkpoint (no torch magic number); mmlocat never '
+                         'unpickles such a file (it could run code)')
     raise ValueError(f'{path} is not a checkpoint: its content is neither '
                      'a PyTorch file (zip or legacy pickle) nor a '
                      f'safetensors file (first bytes {head[:8]!r})')
 
 
-def _is_torch_legacy(path: str) -> bool:
-    """Whether the pickle starts with torch's legacy magic number."""
-    import pickle
-    try:
-        with open(path, 'rb') as f:
-            return pickle.Unpickler(f).load() == _LEGACY_MAGIC
-    except Exception:
+def _is_torch_legacy(head: bytes) -> bool:
+    """Whether a pickle stream starts with torch's legacy magic number,
+    told from its bytes alone (nothing is unpickled)."""
+    if head[:1] != b'\x80' or head[1:2] not in (b'\x02', b'\x03', b'\x04',
+                                                b'\x05'):
         return False
+    body = head[2:]
+    if body[:1] == b'\x95':  # FRAME + its 8-byte length (protocol >= 4)
+        body = body[9:]
+    return body.startswith(_LEGACY_MAGIC)
 
 
 def _read_safetensors(path: str) -> dict:
@@ -123,8 +131,8 @@ def _read_safetensors(path: str) -> dict:
 def _read_torch(path: str, kind: str, safe_globals: Sequence = ()) -> object:
     try:
         # a file object: torch would go by a '.safetensors' name otherwise
-        with open(path, 'rb') as f, mmengine_checkpoint_globals(safe_globals):
-            return torch.load(f, map_location='cpu', weights_only=True)
+        with open(path, 'rb') as f:
+            return torch_load(f, safe_globals)
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as e:
         raise ValueError(f'{path} is a PyTorch file that cannot be read '
                          f'(truncated or corrupt?): {_first_line(e)}') from e
@@ -188,12 +196,15 @@ def refuse_nonfinite_weights(state_dict: Dict[str, torch.Tensor],
 def read_checkpoint(path: str, safe_globals: Sequence = ()) -> object:
     """Read what a PyTorch or safetensors file holds, without unwrapping.
 
-    The one reader of checkpoint files in mmlocat. PyTorch files are read
-    with the weights-only unpickler; ``safe_globals`` allows more plain
-    types for this read only (e.g. ``argparse.Namespace``, the ``args`` a
-    DINO training checkpoint stores). A URL (``scheme://``, e.g.
-    ``https://``, ``open-mmlab://``) is fetched by mmengine's
-    ``CheckpointLoader`` under the same weights-only rules.
+    The one reader of checkpoint files in mmlocat. The format is told from
+    the file's bytes (:func:`sniff_checkpoint`, nothing is unpickled);
+    PyTorch files are read with the weights-only unpickler
+    (:func:`~mmlocat.utils.safe_load.torch_load`); ``safe_globals`` allows
+    more plain types for this read only (e.g. ``argparse.Namespace``, the
+    ``args`` a DINO training checkpoint stores). An ``http(s)://`` URL is
+    downloaded once into torch's hub cache (``$TORCH_HOME/hub/checkpoints``,
+    where ``torch.hub`` keeps it) and read as a file: mmengine's and
+    torch.hub's URL loaders unpickle without the weights-only check.
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
@@ -205,9 +216,7 @@ def read_checkpoint(path: str, safe_globals: Sequence = ()) -> object:
         raise ValueError(
             f'checkpoint must be a file path or URL, got {path!r}')
     if '://' in path:
-        from mmengine.runner.checkpoint import CheckpointLoader
-        with mmengine_checkpoint_globals(safe_globals):
-            return CheckpointLoader.load_checkpoint(path, map_location='cpu')
+        path = _download(path)
     if not osp.exists(path):
         raise FileNotFoundError(f'checkpoint not found: {path}')
     if not osp.isfile(path):
@@ -221,6 +230,21 @@ def read_checkpoint(path: str, safe_globals: Sequence = ()) -> object:
     if kind == 'safetensors':
         return _read_safetensors(path)
     return _read_torch(path, kind, safe_globals)
+
+
+def _download(url: str) -> str:
+    """The local copy of an ``http(s)://`` checkpoint (downloaded once)."""
+    from urllib.parse import urlparse
+    if not url.startswith(('http://', 'https://')):
+        raise ValueError(f'cannot read {url}: only local files and '
+                         'http(s):// URLs are read (download the file and '
+                         'pass its path)')
+    folder = osp.join(torch.hub.get_dir(), 'checkpoints')
+    local = osp.join(folder, osp.basename(urlparse(url).path))
+    if not osp.isfile(local):
+        os.makedirs(folder, exist_ok=True)
+        torch.hub.download_url_to_file(url, local, progress=True)
+    return local
 
 
 def read_state_dict(path: str,
@@ -256,11 +280,13 @@ def read_clip_state_dict(
     format) or OpenAI's TorchScript archive (``ViT-B-16.pt``, what
     ``clip.load(..., jit=False)`` reads).
 
-    A TorchScript archive is opened with ``torch.jit.load`` and only its
-    ``state_dict()`` is taken (TorchScript's own loader: no pickled Python
-    objects are run; a causal ``attn_mask`` buffer, which a traced
-    open_clip model keeps, is dropped); every other PyTorch file goes
-    through the weights-only reader. ``module.`` prefixes are stripped.
+    A TorchScript archive is read as data
+    (:func:`~mmlocat.utils.safe_load.read_torchscript_state_dict`: the
+    parameters and buffers ``torch.jit.load(path).state_dict()`` would
+    give, without compiling or running the archive's code; a causal
+    ``attn_mask`` buffer, which a traced open_clip model keeps, is
+    dropped); every other PyTorch file goes through the weights-only
+    reader. ``module.`` prefixes are stripped.
 
     Returns:
         ``(state_dict, kind)``, ``kind`` as :func:`sniff_checkpoint` says.
@@ -278,17 +304,12 @@ def read_clip_state_dict(
     if kind != 'torchscript':
         state_dict = read_state_dict(path)
     else:
-        try:
-            archive = torch.jit.load(path, map_location='cpu')
-        except Exception as e:  # torch raises RuntimeError and others
-            raise ValueError(f'{path} is a TorchScript archive that cannot '
-                             f'be loaded: {_first_line(e)}') from e
         # a traced open_clip model keeps its causal mask (-inf above the
         # diagonal) as a buffer: not a weight
         state_dict = unwrap_state_dict(
             {
                 k: v
-                for k, v in archive.state_dict().items()
+                for k, v in read_torchscript_state_dict(path).items()
                 if not k.endswith('attn_mask')
             }, path)
         refuse_nonfinite_weights(state_dict, path)

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from .checkpoint_io import read_clip_state_dict
-from .safe_load import mmengine_checkpoint_globals
+from .safe_load import torch_load
 
 __all__ = [
     'file_sha256', 'read_checkpoint_meta', 'clip_provenance',
@@ -69,9 +69,7 @@ def read_checkpoint_meta(path: str) -> Dict:
     if not osp.isfile(path):
         return {}
     try:
-        with mmengine_checkpoint_globals():
-            obj = torch.load(
-                path, map_location='cpu', mmap=True, weights_only=True)
+        obj = torch_load(path, mmap=True)
     except Exception:  # not a zip-format torch file: no meta to read
         return {}
     meta = obj.get('meta') if isinstance(obj, dict) else None

@@ -210,7 +210,7 @@ def test_sniff_torchscript_and_legacy_pickle(tmp_path):
     plain = str(tmp_path / 'plain.pkl')
     with open(plain, 'wb') as f:
         pickle.dump({'w': 1}, f)  # a pickle, but not one torch wrote
-    with pytest.raises(ValueError, match='not a checkpoint'):
+    with pytest.raises(ValueError, match='a Python pickle, not a PyTorch'):
         sniff_checkpoint(plain)
 
 
