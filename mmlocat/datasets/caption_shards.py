@@ -15,11 +15,21 @@ key (``missing_captions='skip'`` drops such samples with a warning that
 counts and names them; open_clip's webdataset loader drops them silently).
 Captions that are not ``encoding`` are refused naming the shard member and
 the line.
+
+A shard cut short (an interrupted copy or download) is refused naming the
+shard: a member whose data runs past the end of the file, and a shard
+that does not end with the two zero blocks that close every tar archive
+(a cut at a member boundary or inside a header, which :mod:`tarfile`
+reads as a shorter archive). Where img2dataset's per-shard record
+``<shard stem>_stats.json`` lies next to a shard (``successes``: the
+samples it wrote), the shard's sample count must match it.
 """
+import json
 import logging
+import os
 import os.path as osp
 import tarfile
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import mmcv
 from mmengine.logging import print_log
@@ -32,6 +42,9 @@ __all__ = ['WebDatasetCaptionDataset']
 
 # The pipeline step the dataset replaces (it decodes the image itself).
 FILE_LOADERS = ('LoadImageFromFile', )
+# A tar archive ends with two zero blocks of 512 bytes (POSIX).
+TAR_BLOCK = 512
+TAR_END = 2 * TAR_BLOCK
 
 
 def import_webdataset():
@@ -54,6 +67,53 @@ def _loader_steps(pipeline: Sequence) -> List[str]:
         if name.split('.')[-1] in FILE_LOADERS:
             steps.append(name)
     return steps
+
+
+def _check_tar_end(shard: str, size: int, end: int,
+                   last: Optional[str]) -> None:
+    """Refuse a shard whose last member (ending at byte ``end``) is not
+    followed by the tar end-of-archive blocks."""
+    with open(shard, 'rb') as f:
+        f.seek(end)
+        tail = f.read(TAR_END)
+    if len(tail) == TAR_END and not tail.strip(b'\0'):
+        return
+    after = f'after member {last!r}' if last else 'at its start'
+    found = ('nothing' if not tail else f'{len(tail)} bytes' +
+             (' of zeros' if not tail.strip(b'\0') else
+              ' that are no complete tar header'))
+    raise ValueError(
+        f'{shard} is truncated {after} (byte {end}): a tar shard ends '
+        f'with {TAR_END} zero bytes, the file has {found} there, so '
+        'samples after it may be lost; copy or download the shard again')
+
+
+def recorded_count_file(shard: str) -> str:
+    """img2dataset's record of a shard: ``<shard stem>_stats.json``."""
+    return osp.splitext(shard)[0] + '_stats.json'
+
+
+def _check_recorded_count(shard: str, found: int) -> None:
+    """Refuse a shard with another number of samples than its
+    ``_stats.json`` records (``successes``), where there is one."""
+    record = recorded_count_file(shard)
+    if not osp.isfile(record):
+        return
+    try:
+        with open(record, encoding='utf-8') as f:
+            count = json.load(f)['successes']
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(
+            f'{record}: not an img2dataset shard record with an integer '
+            f"'successes' ({type(err).__name__}: {err}); fix or remove it")
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise ValueError(f"{record}: 'successes' must be an integer, got "
+                         f'{count!r}')
+    if count != found:
+        raise ValueError(
+            f'{shard} holds {found} samples, its record {record} says '
+            f"{count} ('successes'): the shard is incomplete or another "
+            'one; copy or download it again (or remove the stale record)')
 
 
 @DATASETS.register_module()
@@ -134,13 +194,29 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
                 f'{len(missing)} webdataset shard(s) of {self.ann_file} not '
                 f'found, e.g. {missing[:5]}')
 
+    def image_path(self, path: str) -> str:
+        # '<shard>/<member>': the shard path is under data_root already
+        return path
+
     def _index(self, shard: str) -> 'Dict[str, Dict[str, tarfile.TarInfo]]':
         """key -> extension -> member, in shard order."""
         samples: Dict[str, Dict[str, tarfile.TarInfo]] = {}
         base_plus_ext = import_webdataset().tariterators.base_plus_ext
+        size = os.path.getsize(shard)
+        end, last = 0, None
         try:
             with tarfile.open(shard, mode='r:') as tar:
                 for info in tar:
+                    data_end = info.offset_data + info.size
+                    if data_end > size:
+                        raise ValueError(
+                            f'{shard} is truncated inside member '
+                            f'{info.name!r}: its data ends at byte '
+                            f'{data_end}, the file has {size} bytes; copy '
+                            'or download the shard again')
+                    end = info.offset_data + -(-info.size // TAR_BLOCK) * \
+                        TAR_BLOCK
+                    last = info.name
                     if not info.isfile():
                         continue
                     key, ext = base_plus_ext(info.name)
@@ -155,6 +231,8 @@ class WebDatasetCaptionDataset(BaseCaptionDataset):
         except tarfile.TarError as err:
             raise ValueError(f'{shard} is not an uncompressed tar shard: '
                              f'{err}') from None
+        _check_tar_end(shard, size, end, last)
+        _check_recorded_count(shard, len(samples))
         return samples
 
     def _caption(self, shard: str, info: tarfile.TarInfo) -> List:

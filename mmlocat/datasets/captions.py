@@ -21,12 +21,18 @@ field must close it (a caption that starts with a quote is quoted itself).
 ``'none'``: quotes are plain characters and every tab separates columns.
 Either way a row with another number of columns than the header (2
 without a header) is refused naming the file and the line, so a tab inside
-a caption never cuts it silently.
+a caption never cuts it silently. Nor does a quote merge rows silently: a
+quoted field that runs over a line break (a caption that opens a quote and
+never closes it on its line takes the next rows in, until a quote) is
+refused naming the file and the lines, unless the captions do hold line
+breaks and the user says so (``multiline_captions=True``); so each row is
+one physical line.
 """
 import csv
 import io
 import json
 import logging
+import os
 import os.path as osp
 from collections import OrderedDict
 from typing import Dict, Iterator, List, Sequence, Set, Tuple, Union
@@ -119,6 +125,11 @@ class BaseCaptionDataset(BaseDataset):
         """Item fields that locate the image (``img_path`` here)."""
         return dict(img_path=path)
 
+    def image_path(self, path: str) -> str:
+        """The path of a pair's image: under the image prefix (which
+        mmengine has joined to ``data_root``)."""
+        return osp.join(self.data_prefix.get('img_path', ''), path)
+
     def load_data_list(self) -> List[dict]:
         self.check_ann_file()
         try:
@@ -129,18 +140,24 @@ class BaseCaptionDataset(BaseDataset):
             raise
         if not pairs:
             raise ValueError(f'{self.ann_file} holds no captions')
-        prefix = self.data_prefix.get('img_path', '')
         by_image: 'OrderedDict[str, List[str]]' = OrderedDict()
         for path, caption, where in pairs:
             if not caption or not caption.strip():
                 raise ValueError(f'{self.ann_file}: empty caption at '
                                  f'{where} (image {path!r})')
-            by_image.setdefault(osp.join(prefix, path),
+            by_image.setdefault(self.image_path(path),
                                 []).append(caption.strip())
         missing = [p for p in by_image if not self.image_exists(p)]
         if missing:
             msg = (f'{self.ann_file}: {len(missing)} of {len(by_image)} '
                    f'images not found, e.g. {missing[:5]}')
+            if len(missing) == len(by_image):
+                # skipping would drop everything: the paths are wrong
+                prefix = self.data_prefix.get('img_path', '')
+                raise FileNotFoundError(
+                    msg + '; none was found: check data_root and '
+                    f'data_prefix (image prefix {prefix!r}, working '
+                    f'directory {os.getcwd()})')
             if self.missing_images == 'error':
                 raise FileNotFoundError(
                     msg + "; fix the paths or set missing_images='skip'")
@@ -151,8 +168,6 @@ class BaseCaptionDataset(BaseDataset):
                 level=logging.WARNING)
             for path in missing:
                 del by_image[path]
-            if not by_image:
-                raise FileNotFoundError(msg + ': no image left')
         data_list = []
         for img_id, (path, captions) in enumerate(by_image.items()):
             where = self.image_fields(path)
@@ -293,6 +308,10 @@ class TsvCaptionDataset(BaseCaptionDataset):
             (see the module doc).
         encoding: The file's text encoding; a UTF-8 byte-order mark is
             dropped, as pandas drops it.
+        multiline_captions: Quoted captions may hold line breaks (a row
+            then spans several lines, as pandas reads it). Default False:
+            such a row is refused naming its lines (an unclosed quote
+            would merge the following rows into one caption).
         **kwargs: :class:`BaseCaptionDataset` arguments.
     """
 
@@ -303,6 +322,7 @@ class TsvCaptionDataset(BaseCaptionDataset):
                  caption_key: str = 'title',
                  quoting: str = 'csv',
                  encoding: str = 'utf-8',
+                 multiline_captions: bool = False,
                  **kwargs) -> None:
         if quoting not in TSV_QUOTING:
             raise ValueError(f'quoting must be one of {sorted(TSV_QUOTING)}, '
@@ -312,6 +332,7 @@ class TsvCaptionDataset(BaseCaptionDataset):
         self.caption_key = caption_key
         self.quoting = quoting
         self.encoding = encoding
+        self.multiline_captions = multiline_captions
         super().__init__(*args, **kwargs)
 
     def _columns(self, first: Sequence[str]) -> Tuple[int, int]:
@@ -346,9 +367,21 @@ class TsvCaptionDataset(BaseCaptionDataset):
                     f"{self.quoting!r}: a field that starts with \" must be "
                     'quoted to its end, with "" for a quote inside; set '
                     "quoting='none' if quotes are plain text)") from None
+            if reader.line_num > start and not self.multiline_captions:
+                self._refuse_multiline(start, reader.line_num)
             if any(field.strip() for field in row):
                 yield start, row
             start = reader.line_num + 1
+
+    def _refuse_multiline(self, start: int, end: int) -> None:
+        raise ValueError(
+            f'{self.ann_file}:{start}: a quoted field runs over lines '
+            f'{start}-{end}, so {end - start + 1} lines would load as one '
+            'row (a caption that opens a double quote takes the next rows '
+            'in until a quote closes it): close the quote on its line '
+            '("" for a quote inside), set quoting=\'none\' if quotes are '
+            'plain text, or multiline_captions=True if captions do hold '
+            'line breaks')
 
     def read_pairs(self) -> List[Pair]:
         rows = self.rows()

@@ -27,6 +27,13 @@ logged at once by the data worker and written to a record that
 :class:`mmlocat.SkippedFilesHook` counts and names at the end of each
 epoch. Errors that are no file fault (a bug in a transform) are re-raised
 unchanged, with a note naming the sample, and never skipped.
+
+Before a sample loads, its files are stat-ed: one that is missing or no
+regular file (a directory, a FIFO that would block the loader forever)
+is that sample's fault without being opened. A JPEG that libjpeg decodes
+with ``Corrupt JPEG data: N extraneous bytes`` (its warning names no
+file) is logged once per file with its path (the image's bytes are read
+once more for it).
 """
 import json
 import logging
@@ -40,7 +47,8 @@ from mmengine.logging import print_log
 from torch.utils.data import Dataset
 
 from mmlocat.registry import DATASETS
-from .file_checks import DataFileError, Fault, first_file_fault
+from .file_checks import (DataFileError, Fault, first_file_fault,
+                          jpeg_corruption, read_sample_file, sample_file_fault)
 from .seg_map_check import SIZE_POLICIES, CheckSegMap
 
 __all__ = [
@@ -49,6 +57,7 @@ __all__ = [
 ]
 
 ON_ERROR = ('raise', 'skip')
+JPEG_SUFFIXES = ('.jpg', '.jpeg', '.jpe')
 
 
 def dataset_leaves(dataset) -> list:
@@ -195,6 +204,7 @@ class CheckedDataset(Dataset):
         for leaf in leaves:
             insert_seg_map_checks(leaf, seg_map_size)
         self._fully_initialized = False
+        self._warned_jpegs: set = set()
         if not lazy_init:
             self.full_init()
 
@@ -243,10 +253,41 @@ class CheckedDataset(Dataset):
             return None
         return first_file_fault(info)
 
+    def precheck(self, idx: int) -> None:
+        """Before loading sample ``idx``: raise
+        :class:`~mmlocat.datasets.file_checks.DataFileError` if one of its
+        files is missing or no regular file (stat only: a FIFO would block
+        the loader), and log a JPEG that libjpeg decodes with a corrupt-data
+        warning, naming it."""
+        try:
+            info = self.dataset.get_data_info(idx)
+        except Exception:  # loading will say what is wrong
+            return
+        fault = sample_file_fault(info)
+        if fault is not None:
+            raise DataFileError(str(fault), fault)
+        path = info.get('img_path')
+        if (not isinstance(path, str) or path in self._warned_jpegs
+                or not path.lower().endswith(JPEG_SUFFIXES)):
+            return
+        try:
+            found = jpeg_corruption(read_sample_file(info, 'img_path'))
+        except OSError:  # loading will say what is wrong
+            return
+        if found:
+            self._warned_jpegs.add(path)
+            print_log(
+                f'{self.name} sample {idx}: {path}: libjpeg decodes it with '
+                f'"{found[0]}" (its warning names no file; the pixels may '
+                'be damaged): re-encode or replace the file',
+                logger='current',
+                level=logging.WARNING)
+
     def __getitem__(self, idx: int):
         first = idx
         for _ in range(self.max_refetch + 1):
             try:
+                self.precheck(idx)
                 return self.dataset[idx]
             except Exception as err:
                 fault = self.diagnose(idx, err)

@@ -8,31 +8,42 @@ starts with ``Load`` (``LoadImageFromFile``, mmseg / mmdet
 ``LoadAnnotations``, ...), in pipeline order, without the augmentations
 between them. It reports
 
-* ``missing``, ``empty``, ``undecodable`` and ``truncated`` files
-  (:mod:`mmlocat.datasets.file_checks`),
+* ``missing``, ``not_regular`` (a directory, a FIFO: stat-ed, never
+  opened), ``empty``, ``undecodable`` and ``truncated`` files
+  (:mod:`mmlocat.datasets.file_checks`); for a segmentation dataset that
+  lists its image folder (mmseg's, without ``ann_file``), every label map
+  whose image the listing leaves out (missing or no regular file),
 * ``size_mismatch``: a decoded image whose size is not its annotation's
   (the data info's ``height`` / ``width`` or ``ann_img_shape``: VOC
   ``<size>``, COCO ``images[].width/height``) or a label map of another
   size than its image,
+* ``label_channels``: a label map of several channels (a grey map saved
+  as RGB),
 * ``label_out_of_range``: label-map values outside the dataset's classes
   other than its ignore index (after ``reduce_zero_label``, as the loss
   sees them), classification labels or box labels outside the classes,
+* ``box_outside``: boxes (mmdet ``instances``, ``gt_bboxes``) reaching
+  outside the image,
 * ``exif_rotated``: images with an EXIF orientation other than 1,
 * ``load_error``: a loading step that failed on files that look fine,
 
 and, as notes that are no fault, label maps a pipeline's
-``CheckSegMap(size_mismatch='resize')`` resizes and captions longer than
+``CheckSegMap(size_mismatch='resize')`` resizes, captions longer than
 the context of the pipeline's ``TokenizeCaption`` (truncated as open_clip
-truncates). ``tools/misc/check_dataset.py`` is its command line,
-``tools/train.py --check-data`` (or ``check_data = True`` in the config)
-runs it on the training and validation data before training.
+truncates) and, as a warning, JPEGs that libjpeg decodes with ``Corrupt
+JPEG data: N extraneous bytes`` (``corrupt_jpeg``).
+``tools/misc/check_dataset.py`` is its command line, ``tools/train.py
+--check-data`` (or ``check_data = True`` in the config) runs it on the
+training and validation data before training.
 """
 import json
+import os.path as osp
 import sys
 from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from mmengine import fileio
 from mmengine.registry import init_default_scope
 from mmengine.utils import ProgressBar
 from torch.utils.data import DataLoader, Dataset
@@ -40,8 +51,10 @@ from torch.utils.data import DataLoader, Dataset
 from mmlocat.registry import DATASETS
 from .checked_dataset import dataset_leaves
 from .file_checks import (FAULT_KINDS, Fault, bytes_fault, exif_orientation,
-                          hw_text, read_or_fault, sample_files)
+                          hw_text, jpeg_corruption, read_or_fault,
+                          regular_file_fault, sample_files)
 from .seg_map_check import CheckSegMap, seg_map_faults
+from .size_check import boxes_outside
 
 __all__ = [
     'DatasetReport', 'check_dataset', 'build_split_dataset',
@@ -50,7 +63,9 @@ __all__ = [
 ]
 
 SPLITS = ('train', 'val', 'test')
-NOTE_KINDS = ('label_resized', 'caption_truncated')
+NOTE_KINDS = ('label_resized', 'caption_truncated', 'corrupt_jpeg')
+# notes reported as warnings
+WARNING_KINDS = ('corrupt_jpeg', )
 # EXIF orientations OpenCV applies while decoding with these flags
 _ORIENTING = ('color', 'grayscale')
 
@@ -99,6 +114,13 @@ class _LeafChecks:
             if fault is not None:
                 faults.append(fault)
                 continue
+            faults += [
+                Fault(
+                    'corrupt_jpeg', path, f'libjpeg decodes it with "{text}"'
+                    ' (the pixels may be damaged; training logs it): '
+                    're-encode or replace the file')
+                for text in jpeg_corruption(data)[:1]
+            ]
             orientation = exif_orientation(data) if key == 'img_path' else 1
             if orientation != 1:
                 applied = ('which the loader applies while decoding'
@@ -156,8 +178,24 @@ class _LeafChecks:
                 (notes if resized else faults).append(
                     fault._replace(kind='label_resized') if resized else fault)
         faults += self._label_faults(info, img)
+        faults += self._box_faults(info, img, hw)
         notes += self._caption_notes(info, img)
         return faults, notes
+
+    def _box_faults(self, info: Dict, img: str,
+                    hw: Optional[Tuple[int, int]]) -> List[Fault]:
+        """Boxes (mmdet ``instances[].bbox``, ``gt_bboxes``) reaching
+        outside the image as decoded (else as annotated)."""
+        hw = tuple(hw[:2]) if hw is not None else _annotated_hw(info)
+        boxes = [i['bbox'] for i in info.get('instances', []) if 'bbox' in i]
+        if info.get('gt_bboxes') is not None:
+            boxes += list(np.asarray(info['gt_bboxes']).reshape(-1, 4))
+        if hw is None or not boxes:
+            return []
+        image_id = info.get('img_id', osp.splitext(osp.basename(img))[0])
+        outside = boxes_outside(
+            np.array(boxes, np.float64), hw, f'image id {image_id!r}')
+        return [] if outside is None else [Fault('box_outside', img, outside)]
 
     def _label_faults(self, info: Dict, img: str) -> List[Fault]:
         """Classification (``gt_label``) and box (``instances[].bbox_label``)
@@ -201,14 +239,52 @@ class _LeafChecks:
     def check(self, index: int) -> Tuple[List[Fault], List[Fault], int]:
         """``(faults, notes, files checked)`` of sample ``index``."""
         info = self.leaf.get_data_info(index)
-        faults, files = self.file_faults(info)
+        found, files = self.file_faults(info)
+        faults = [f for f in found if f.kind not in NOTE_KINDS]
+        noted = [f for f in found if f.kind in NOTE_KINDS]
         if any(f.kind != 'exif_rotated' for f in faults):
-            return faults, [], files  # the loaders would only fail again
+            return faults, noted, files  # the loaders would only fail again
         results, fault = self.load(dict(info))
         if fault is not None:
-            return faults + [fault], [], files
+            return faults + [fault], noted, files
         more, notes = self.loaded_faults(info, results)
-        return faults + more, notes, files
+        return faults + more, noted + notes, files
+
+    def listing_faults(self) -> List[Fault]:
+        """Label maps of a segmentation dataset that lists its image
+        folder (mmseg's ``BaseSegDataset`` without ``ann_file``) whose
+        image the listing left out: missing, or no regular file (a
+        directory, a FIFO), which the listing skips without a word."""
+        leaf = self.leaf
+        prefix = getattr(leaf, 'data_prefix', None) or {}
+        img_dir, ann_dir = prefix.get('img_path'), prefix.get('seg_map_path')
+        img_suffix = getattr(leaf, 'img_suffix', None)
+        seg_suffix = getattr(leaf, 'seg_map_suffix', None)
+        ann_file = getattr(leaf, 'ann_file', '')
+        if (not img_dir or not ann_dir or not img_suffix or not seg_suffix
+                or (ann_file and not osp.isdir(ann_file))
+                or not osp.isdir(ann_dir)):
+            return []
+        listed = {
+            osp.normpath(self.leaf.get_data_info(i)['img_path'])
+            for i in range(len(self.leaf))
+        }
+        faults = []
+        for seg in sorted(
+                fileio.list_dir_or_file(
+                    ann_dir, list_dir=False, suffix=seg_suffix,
+                    recursive=True)):
+            img = osp.join(img_dir, seg[:-len(seg_suffix)] + img_suffix)
+            if osp.normpath(img) in listed:
+                continue
+            fault = regular_file_fault(img) or Fault(
+                'missing', img, 'not listed by the dataset')
+            faults.append(
+                fault._replace(
+                    detail=f'{fault.detail} (the image of label map '
+                    f'{osp.join(ann_dir, seg)}; the dataset lists its image '
+                    'folder and leaves this sample out)'))
+        return faults
 
 
 def _annotated_hw(info: Dict) -> Optional[Tuple[int, int]]:
@@ -291,7 +367,9 @@ class DatasetReport:
                 items = [f for f in found if f.kind == kind]
                 if not items:
                     continue
-                label = kind if found is self.faults else f'note: {kind}'
+                label = (
+                    kind if found is self.faults else f'warning: {kind}'
+                    if kind in WARNING_KINDS else f'note: {kind}')
                 lines.append(f'  {label} ({len(items)}):')
                 lines += [f'    {f}' for f in items[:max_names]]
                 if len(items) > max_names:
@@ -331,6 +409,9 @@ def check_dataset(dataset,
     faults: Dict[Tuple[str, str], Fault] = {}
     notes: Dict[Fault, None] = {}
     files = 0
+    for leaf in leaves:
+        for fault in leaf.listing_faults():
+            faults.setdefault((fault.kind, fault.path), fault)
     for found, noted, read in loader:
         for fault in found:
             faults.setdefault((fault.kind, fault.path), fault)

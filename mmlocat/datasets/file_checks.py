@@ -12,9 +12,19 @@ fails with ``failed to load image``; older OpenCV builds return a partly
 grey image instead). EXIF orientation is read with Pillow: OpenCV applies
 it when decoding with ``color_type='color'`` (mmcv's default) and the
 annotations of the file may not follow.
+
+A local path is stat-ed before it is opened and never opened unless it is
+a regular file: a directory fails to load and a FIFO blocks its reader
+forever (``not_regular``). A JPEG that libjpeg decodes with its warning
+``Corrupt JPEG data: N extraneous bytes before marker 0xXX`` (printed
+without a file name; the pixels may be damaged) is found by walking its
+markers as libjpeg does (:func:`jpeg_corruption`).
 """
 import io
-from typing import Dict, Iterator, NamedTuple, Optional, Tuple
+import os
+import re
+import stat
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import mmcv
 from mmengine import fileio
@@ -23,12 +33,14 @@ from PIL import Image, UnidentifiedImageError
 __all__ = [
     'FAULT_KINDS', 'DataFileError', 'Fault', 'bytes_fault', 'read_or_fault',
     'file_fault', 'first_file_fault', 'exif_orientation', 'sample_files',
-    'read_sample_file', 'hw_text', 'rotation_hint'
+    'read_sample_file', 'hw_text', 'rotation_hint', 'regular_file_fault',
+    'sample_file_fault', 'jpeg_corruption'
 ]
 
 #: Every kind of fault the checks report, in report order.
-FAULT_KINDS = ('missing', 'empty', 'undecodable', 'truncated', 'size_mismatch',
-               'label_out_of_range', 'exif_rotated', 'load_error')
+FAULT_KINDS = ('missing', 'not_regular', 'empty', 'undecodable', 'truncated',
+               'size_mismatch', 'label_channels', 'label_out_of_range',
+               'box_outside', 'exif_rotated', 'load_error')
 
 #: The fields of a data sample that name a file (mmengine / mmseg /
 #: mmdet / mmpretrain data infos).
@@ -76,14 +88,64 @@ def sample_files(info: Dict) -> Iterator[Tuple[str, str]]:
             yield key, path
 
 
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, 'a directory'), (stat.S_ISFIFO,
+                                                       'a FIFO (named pipe)'),
+                       (stat.S_ISSOCK, 'a socket'), (stat.S_ISCHR,
+                                                     'a character device'),
+                       (stat.S_ISBLK, 'a block device')):
+        if test(mode):
+            return name
+    return 'no regular file'
+
+
+def regular_file_fault(path: str) -> Optional[Fault]:
+    """``missing`` or ``not_regular`` for a local path that is no regular
+    file, from ``os.stat`` alone (it opens nothing); None for a regular
+    file or a URL (another backend's)."""
+    if '://' in path:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return Fault('missing', path, 'file not found')
+    except OSError as err:
+        return Fault('missing', path, f'cannot be read: {err}')
+    if stat.S_ISREG(mode):
+        return None
+    return Fault(
+        'not_regular', path, f'{_file_type(mode)}, not a regular file: '
+        'loading it fails or (a FIFO) blocks forever, and a folder listing '
+        'leaves it out; put the file there')
+
+
+def sample_file_fault(info: Dict) -> Optional[Fault]:
+    """The first file of a data sample that is missing or no regular file
+    (``os.stat`` only), or None."""
+    for key, path in sample_files(info):
+        if not _is_member(info, key):
+            fault = regular_file_fault(path)
+            if fault is not None:
+                return fault
+    return None
+
+
 def read_sample_file(info: Dict, key: str) -> bytes:
     """The bytes of ``info[key]``: a file, or a webdataset member (the
     info's ``shard`` / ``offset`` / ``size``, see
-    :class:`mmlocat.WebDatasetCaptionDataset`)."""
-    if key == 'img_path' and 'shard' in info:
+    :class:`mmlocat.WebDatasetCaptionDataset`).
+
+    Raises:
+        DataFileError: A local path that is no regular file (never
+            opened: a FIFO would block).
+    """
+    if _is_member(info, key):
         with open(info['shard'], 'rb') as f:
             f.seek(info['offset'])
             return f.read(info['size'])
+    fault = regular_file_fault(info[key])
+    if fault is not None and fault.kind == 'not_regular':
+        raise DataFileError(str(fault), fault)
     return fileio.get(info[key])
 
 
@@ -132,8 +194,12 @@ def read_or_fault(info: Dict,
     """``(bytes, None)`` of the file ``info[key]``, or ``(None, fault)``
     when it is missing or unreadable."""
     path = info[key]
-    if not _is_member(info, key) and not fileio.exists(path):
-        return None, Fault('missing', path, 'file not found')
+    if not _is_member(info, key):
+        fault = regular_file_fault(path)
+        if fault is not None:
+            return None, fault
+        if not fileio.exists(path):
+            return None, Fault('missing', path, 'file not found')
     try:
         return read_sample_file(info, key), None
     except OSError as err:
@@ -175,7 +241,7 @@ def rotation_hint(info: Dict) -> str:
         return ''
     try:
         orientation = exif_orientation(read_sample_file(info, 'img_path'))
-    except OSError:
+    except (OSError, DataFileError):
         return ''
     if orientation not in TRANSPOSING:
         return ''
@@ -183,3 +249,60 @@ def rotation_hint(info: Dict) -> str:
             "loader applies (color_type='color'): use "
             "color_type='color_ignore_orientation' in LoadImageFromFile if "
             'the annotation follows the stored pixels')
+
+
+# The end of a JPEG scan's entropy-coded data: 0xFF (and fill 0xFFs)
+# before a marker code (0x00 is a stuffed byte, 0xD0-0xD7 restarts).
+_SCAN_END = re.compile(rb'\xff+[^\x00\xd0-\xd7\xff]')
+_NO_LENGTH = frozenset(range(0xD0, 0xD8)) | {0x01}
+
+
+def _next_marker(data: bytes, pos: int) -> Optional[Tuple[int, int, int]]:
+    """libjpeg's ``next_marker``: ``(marker, position after it, bytes
+    discarded before it)``, or None at the end of the data."""
+    discarded = 0
+    while True:
+        at = data.find(b'\xff', pos)
+        if at < 0:
+            return None
+        discarded += at - pos
+        pos = at
+        while pos < len(data) and data[pos] == 0xFF:
+            pos += 1
+        if pos >= len(data):
+            return None
+        code = data[pos]
+        pos += 1
+        if code != 0:
+            return code, pos, discarded
+        discarded += 2  # 0xFF 0x00 outside a scan is no marker
+
+
+def jpeg_corruption(data: bytes) -> List[str]:
+    """libjpeg's ``Corrupt JPEG data: N extraneous bytes before marker
+    0xXX`` warnings for JPEG bytes (bytes between marker segments that
+    libjpeg skips while it decodes the image anyway); ``[]`` for a clean
+    JPEG or bytes that are no JPEG."""
+    if data[:2] != b'\xff\xd8':
+        return []
+    found, pos = [], 2
+    while True:
+        step = _next_marker(data, pos)
+        if step is None:
+            return found
+        code, pos, discarded = step
+        if discarded:
+            found.append(f'Corrupt JPEG data: {discarded} extraneous bytes '
+                         f'before marker 0x{code:02x}')
+        if code == 0xD9:  # end of image
+            return found
+        if code in _NO_LENGTH:
+            continue
+        if pos + 2 > len(data):
+            return found
+        pos += int.from_bytes(data[pos:pos + 2], 'big')
+        if code == 0xDA:  # start of scan: skip its entropy-coded data
+            end = _SCAN_END.search(data, pos)
+            if end is None:
+                return found
+            pos = end.start()

@@ -14,7 +14,12 @@ annotation states it, ``ann_img_shape`` (its ``(height, width)``, for
 For CorLoc nothing is dropped silently: an image without any box is an
 error by default (``without_boxes``; LOST's evaluation cannot score one
 either), and ``expected_num_images`` refuses a set of another size than
-the protocol's (VOC07 / VOC12 trainval 5011 / 11540, COCO20k 19817).
+the protocol's (VOC07 / VOC12 trainval 5011 / 11540, COCO20k 19817). Nor
+is anything scored twice or against the wrong image: an image listed
+twice in a split file (or a COCO file) and a box reaching outside the
+size its annotation states (:func:`~mmlocat.datasets.size_check.
+boxes_outside`) are errors naming the file, the line or image id and the
+box.
 """
 import logging
 import os.path as osp
@@ -27,6 +32,7 @@ from mmengine.logging import print_log
 from mmpretrain.datasets import BaseDataset, CustomDataset
 
 from mmlocat.registry import DATASETS
+from .size_check import boxes_outside
 
 __all__ = [
     'parse_loc_xml', 'keep_single_small', 'ImageNetLocDataset',
@@ -144,6 +150,32 @@ def _without_boxes(infos: List[dict], policy: str, source: str) -> List[dict]:
     return infos
 
 
+def refuse_duplicate_lines(path: str) -> None:
+    """Refuse a split / list file that names an image twice (its first
+    field, e.g. a VOC id or an ``ann_file``'s path): each would be scored
+    twice."""
+    seen = {}
+    for lineno, line in enumerate(list_from_file(path), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] in seen:
+            raise ValueError(
+                f'{path}:{lineno}: image {fields[0]!r} is listed again '
+                f'(first at line {seen[fields[0]]}); it would be scored '
+                'twice: remove the repeated line')
+        seen[fields[0]] = lineno
+
+
+def _refuse_outside(boxes: np.ndarray, hw: Optional[Tuple[int, int]],
+                    where: str) -> None:
+    if hw is None or not len(boxes):
+        return
+    outside = boxes_outside(boxes, hw, where)
+    if outside is not None:
+        raise ValueError(outside)
+
+
 def _check_count(infos: List[dict], expected: Optional[int],
                  source: str) -> None:
     """Refuse a set of another size than the protocol's."""
@@ -233,6 +265,8 @@ class ImageNetLocDataset(CustomDataset):
 
     def load_data_list(self) -> List[dict]:
         """Image infos with ``gt_bboxes``, after the optional PiB filter."""
+        if self.ann_file:
+            refuse_duplicate_lines(self.ann_file)
         if self.img_suffix and self.ann_file and not self.with_label:
             lines = [ln.strip() for ln in list_from_file(self.ann_file)]
             lines = [ln for ln in lines if ln]
@@ -258,6 +292,8 @@ class ImageNetLocDataset(CustomDataset):
                     " (set missing_boxes='skip' to ignore such images)")
             boxes, size = parse_loc_xml(xml, self.one_based,
                                         self.skip_difficult)
+            image_id = osp.splitext(osp.basename(info['img_path']))[0]
+            _refuse_outside(boxes, size, f'{xml} (image id {image_id!r})')
             if self.filter_single_small:
                 hw = size or _image_hw(info['img_path'])
                 if not keep_single_small(boxes, hw, self.max_area_ratio):
@@ -330,7 +366,13 @@ class CocoBoxesDataset(BaseDataset):
                     coco.get('annotations'), list):
             raise ValueError(f'{self.ann_file} is not a COCO JSON with '
                              '"images" and "annotations" lists')
-        boxes = {img['id']: [] for img in coco['images']}
+        boxes = {}
+        for img in coco['images']:
+            if img['id'] in boxes:
+                raise ValueError(
+                    f'{self.ann_file}: image id {img["id"]} is listed twice '
+                    "in 'images'; it would be scored twice: remove one")
+            boxes[img['id']] = []
         for ann in coco['annotations']:
             if ann.get('iscrowd', 0):
                 continue
@@ -349,6 +391,9 @@ class CocoBoxesDataset(BaseDataset):
         for img in coco['images']:
             img_boxes = np.array(boxes[img['id']], np.float32).reshape(-1, 4)
             hw = (int(img['height']), int(img['width']))
+            _refuse_outside(
+                img_boxes, hw, f'{self.ann_file} (image id {img["id"]}, '
+                f'{img["file_name"]})')
             if self.filter_single_small and not keep_single_small(
                     img_boxes, hw, self.max_area_ratio):
                 continue

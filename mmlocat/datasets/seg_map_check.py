@@ -5,7 +5,15 @@ and the first ``Resize`` / ``RandomResize`` then scales image and label to
 the same size: a label map at half the image's resolution trains silently
 misaligned. :class:`CheckSegMap`, placed right after ``LoadAnnotations``,
 compares the label map with the image as decoded (``ori_shape``) before
-anything resizes them, and checks the label values.
+anything resizes them, and checks the label values and the channels.
+
+A label map is one channel of class indices. A grey PNG saved as RGB
+(three channels) loads as ``(h, w, 3)`` and ends a run inside mmseg's
+collation (``stack expects each tensor to be equal size``) without a file
+name: it is refused (``label_channels``) naming the file, whether or not
+its channels are equal; it is not read as one channel silently, because
+an RGB colour map (each class a colour) would then train on wrong
+labels. The fix: save it as one channel.
 """
 from typing import Optional
 
@@ -33,6 +41,24 @@ def seg_map_faults(results: dict,
     label = results['gt_seg_map']
     path = results.get('seg_map_path', '<label map>')
     faults = []
+    if label.ndim == 3 and label.shape[2] > 1:
+        same = all(
+            np.array_equal(label[..., 0], label[..., c])
+            for c in range(1, label.shape[2]))
+        what = ('all equal: a grey map saved as RGB'
+                if same else 'that differ: a colour map, not class indices')
+        faults.append(
+            Fault(
+                'label_channels', path,
+                f'label map has {label.shape[2]} channels ({what}); a '
+                'label map is one channel of class indices (mmseg stops '
+                'with "stack expects each tensor to be equal size"): save '
+                "it as a one-channel PNG, e.g. PIL's "
+                "Image.open(path).convert('L').save(path)"
+                if same else 'label map has '
+                f'{label.shape[2]} channels ({what}); a label map is one '
+                'channel of class indices: convert the colours to class '
+                'indices and save a one-channel PNG'))
     image_hw = tuple(results['ori_shape'][:2])
     if tuple(label.shape[:2]) != image_hw:
         faults.append(
@@ -106,7 +132,8 @@ class CheckSegMap(BaseTransform):
                     results['gt_seg_map'], (w, h), interpolation='nearest')
                 self.resized.add(str(sized[0]))
         if faults:
-            hint = ('' if self.size_mismatch == 'resize' else
+            sized = any(f.kind == 'size_mismatch' for f in faults)
+            hint = ('' if self.size_mismatch == 'resize' or not sized else
                     '; fix the annotation, or opt in to resizing it with '
                     "CheckSegMap(size_mismatch='resize') (mmlocat's tools: "
                     '--cfg-options checked_dataset.seg_map_size=resize)')

@@ -12,11 +12,36 @@ remaining disagreement into an error naming the image.
 """
 from typing import Optional, Sequence
 
+import numpy as np
 from mmcv.transforms import BaseTransform
 
 from mmlocat.registry import TRANSFORMS
 
-__all__ = ['CheckAnnotatedSize']
+__all__ = ['CheckAnnotatedSize', 'boxes_outside', 'BOX_TOLERANCE']
+
+#: Pixels a box edge may lie outside its image (rounding in converters).
+BOX_TOLERANCE = 1.0
+
+
+def boxes_outside(boxes: np.ndarray,
+                  hw: Sequence[int],
+                  where: str,
+                  tolerance: float = BOX_TOLERANCE) -> Optional[str]:
+    """What is wrong with ``(n, 4)`` boxes ``x1, y1, x2, y2`` that reach
+    more than ``tolerance`` pixels outside an image of ``hw`` (its
+    ``(height, width)``), or None; ``where`` names the image (file, id)
+    in the text."""
+    boxes = getattr(boxes, 'tensor', boxes)  # mmdet's box types
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    h, w = float(hw[0]), float(hw[1])
+    low, high = -tolerance, np.array([w, h, w, h]) + tolerance
+    bad = ((boxes < low) | (boxes > high)).any(axis=1)
+    if not bad.any():
+        return None
+    shown = [[round(float(v), 2) for v in box] for box in boxes[bad][:5]]
+    return (f'{where}: {int(bad.sum())} box(es) outside the '
+            f'{int(h)}x{int(w)} (HxW) image, e.g. {shown} (x1, y1, x2, y2 '
+            'in pixels): a wrong annotation or one of another image; fix it')
 
 
 def _hw(shape: Sequence[int]) -> tuple:
@@ -33,6 +58,10 @@ class CheckAnnotatedSize(BaseTransform):
     ``height`` / ``width``, set by :class:`~mmlocat.datasets.
     ImageNetLocDataset` / :class:`~mmlocat.datasets.CocoBoxesDataset`)
     and with ``gt_seg_map`` (a segmentation ground truth loaded before it).
+
+    Boxes (``gt_bboxes``) must lie inside the decoded image
+    (:func:`boxes_outside`; the box datasets check them against the
+    annotated size while loading, this catches annotations without one).
 
     **Required keys:** ``img`` and at least one of ``ann_img_shape``,
     ``gt_seg_map``. **Modified keys:** none.
@@ -67,4 +96,10 @@ class CheckAnnotatedSize(BaseTransform):
                     'labels would not line up. An EXIF-rotated JPEG? Load '
                     "with color_type='color_ignore_orientation' (as LOST's "
                     'PIL loading), or fix the file')
+        if results.get('gt_bboxes') is not None:
+            outside = boxes_outside(
+                results['gt_bboxes'], decoded, f'{name} (image id '
+                f"{results.get('img_id', '?')})")
+            if outside is not None:
+                raise ValueError(outside)
         return results

@@ -12,7 +12,8 @@ CLIP learns to match them. Layout under ``root``::
     zeroshot/val/<colour>_<shape>/*.JPEG         (ImageNet folder)
     zeroshot/meta/val.txt, zeroshot/meta/classes.txt   ("red star", ...)
     shards/{train,val}-000000.tar ...   (with ``shards=N``: webdataset
-                                         tar shards, ``key.jpg`` + ``key.txt``)
+                                         tar shards, ``key.jpg`` + ``key.txt``,
+                                         and img2dataset's ``_stats.json``)
 """
 import json
 import os
@@ -130,8 +131,9 @@ def _write_shards(root: str, split: str, num: int, shards: int) -> str:
     for k in range(shards):
         path = osp.join(root, 'shards', f'{split}-{k:06d}.tar')
         # mtime fixed: same arguments, same bytes
+        keys = range(k * per_shard, min(num, (k + 1) * per_shard))
         with wds.TarWriter(path, mtime=0.0) as sink:
-            for i in range(k * per_shard, min(num, (k + 1) * per_shard)):
+            for i in keys:
                 with open(osp.join(root, folder, f'{i:06d}.jpg'), 'rb') as f:
                     jpg = f.read()
                 sink.write({
@@ -139,6 +141,10 @@ def _write_shards(root: str, split: str, num: int, shards: int) -> str:
                     'jpg': jpg,
                     'txt': '\n'.join(captions[i])
                 })
+        # img2dataset's per-shard record, which the dataset checks
+        dump_json(
+            osp.join(root, 'shards', f'{split}-{k:06d}_stats.json'),
+            dict(count=len(keys), successes=len(keys)))
     return f'shards/{split}-{{000000..{shards - 1:06d}}}.tar'
 
 

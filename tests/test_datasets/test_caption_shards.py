@@ -1,8 +1,12 @@
 """Caption pairs from webdataset tar shards (``WebDatasetCaptionDataset``)."""
 import io
+import json
+import os
 import os.path as osp
 import pickle
+import shutil
 import sys
+import tarfile
 
 import numpy as np
 import pytest
@@ -248,3 +252,113 @@ def test_member_that_does_not_decode_is_named(tmp_path, captions):
             match=f'WebDatasetCaptionDataset sample 1: {shard}/'
             'b.jpg: empty file'):
         CheckedDataset(data)[1]
+
+
+def _cut(shard, at):
+    """Keep the first ``at`` bytes of a shard (an interrupted copy)."""
+    with open(shard, 'rb') as f:
+        data = f.read()
+    with open(shard, 'wb') as f:
+        f.write(data[:at])
+
+
+def _members(shard):
+    with tarfile.open(shard) as tar:
+        return {m.name: m for m in tar}
+
+
+def _three(tmp_path, captions, name):
+    jpg = _jpg(captions)
+    return _write(
+        tmp_path / name,
+        [dict(__key__=k, jpg=jpg, txt=f'caption {k}') for k in 'abc'])
+
+
+def test_truncated_shard_is_named_wherever_it_is_cut(tmp_path, captions):
+    # at a member boundary: tarfile reads a shorter archive
+    shard = _three(tmp_path, captions, 'boundary.tar')
+    b_txt = _members(shard)['b.txt']
+    _cut(shard, b_txt.offset_data + 512)
+    with pytest.raises(
+            ValueError,
+            match=r"boundary.tar is truncated after member 'b.txt' "
+            r'\(byte \d+\): a tar shard ends with 1024 zero bytes, the '
+            r'file has nothing there, so samples after it may be lost; '
+            'copy or download the shard again'):
+        WebDatasetCaptionDataset(ann_file=shard)
+    # inside a member's data
+    shard = _three(tmp_path, captions, 'member.tar')
+    c_jpg = _members(shard)['c.jpg']
+    _cut(shard, c_jpg.offset_data + 10)
+    with pytest.raises(
+            ValueError,
+            match=r"member.tar is truncated inside member 'c.jpg': its data "
+            r'ends at byte \d+, the file has \d+ bytes'):
+        WebDatasetCaptionDataset(ann_file=shard)
+    # inside the header of c.txt (was: "no caption member" for c)
+    shard = _three(tmp_path, captions, 'header.tar')
+    c_txt = _members(shard)['c.txt']
+    _cut(shard, c_txt.offset + 100)
+    with pytest.raises(
+            ValueError,
+            match=r"header.tar is truncated after member 'c.jpg' .*the file "
+            r'has 100 bytes that are no complete tar header'):
+        WebDatasetCaptionDataset(ann_file=shard)
+    # a whole shard still loads
+    data = WebDatasetCaptionDataset(
+        ann_file=_three(tmp_path, captions, 'whole.tar'))
+    assert [d['caption'] for d in data] == [f'caption {k}' for k in 'abc']
+
+
+def test_sample_count_is_checked_against_the_shard_record(tmp_path, captions):
+    # the generator writes img2dataset's record next to each shard
+    record = osp.join(captions['data_root'], 'shards',
+                      'train-000000_stats.json')
+    with open(record) as f:
+        assert json.load(f)['successes'] == 3
+    # a complete tar with fewer samples than its record says
+    shard = _write(tmp_path / '00000.tar',
+                   [dict(__key__=k, jpg=_jpg(captions), txt=k) for k in 'ab'])
+    stats = tmp_path / '00000_stats.json'
+    stats.write_text(json.dumps(dict(count=4, successes=3)))
+    with pytest.raises(
+            ValueError,
+            match=r"00000.tar holds 2 samples, its record .*00000_stats.json "
+            r"says 3 \('successes'\): the shard is incomplete"):
+        WebDatasetCaptionDataset(ann_file=shard)
+    stats.write_text('{"count": 4')
+    with pytest.raises(
+            ValueError,
+            match=r"00000_stats.json: not an img2dataset shard record"):
+        WebDatasetCaptionDataset(ann_file=shard)
+    stats.write_text(json.dumps(dict(count=4, successes=2)))
+    assert len(WebDatasetCaptionDataset(ann_file=shard)) == 2
+
+
+def test_relative_data_root(captions, tmp_path, monkeypatch, repo_root):
+    """Issue 36: a relative data_root (every shipped CC3M recipe has one)
+    was joined twice and every image reported missing."""
+    from mmengine.config import Config
+
+    from mmlocat.datasets.dataset_check import check_config_data
+    work = tmp_path / 'work'
+    shutil.copytree(captions['data_root'], work / 'data' / 'cc3m')
+    monkeypatch.chdir(work)
+    data = _shards(dict(captions, data_root='data/cc3m'))
+    assert len(data) == 12
+    assert data.get_data_info(0)['img_path'] == (
+        'data/cc3m/shards/train-000000.tar/000000.jpg')
+    assert data[0]['img'].shape == (32, 32, 3)
+    # the checker builds the shipped recipe the same way
+    cfg = Config.fromfile(
+        osp.join(repo_root, 'configs/last/clip_last-b16_8xb64_cc3m.py'))
+    cfg.merge_from_dict({
+        'train_dataloader.dataset.ann_file':
+        captions['train_shards'],
+        'train_dataloader.num_workers':
+        0
+    })
+    assert cfg.train_dataloader.dataset.data_root == 'data/cc3m'
+    report, = check_config_data(cfg, progress=False)
+    assert (report.samples, report.ok) == (6, True), report.format()
+    assert os.getcwd() == str(work)

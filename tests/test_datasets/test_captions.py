@@ -152,7 +152,9 @@ def test_tsv_quoted_caption_keeps_its_tabs(tmp_path, captions):
         tmp_path, '\ufefffilepath\ttitle\n'
         f'{img}\t"a red\tstar ""on"" a\nchequerboard"\n'
         f'{img}\ta sign saying "stop"\n')
-    data = TsvCaptionDataset(ann_file=path, header=True)
+    # a caption with a line break: the opt-in
+    data = TsvCaptionDataset(
+        ann_file=path, header=True, multiline_captions=True)
     assert [d['caption'] for d in data
             ] == ['a red\tstar "on" a\nchequerboard', 'a sign saying "stop"']
     # quoting='none': quotes are text, every tab a column
@@ -193,6 +195,39 @@ def test_tsv_rows_that_would_be_cut_are_refused(tmp_path, captions):
             match=r'c.tsv:3: expected 3 tab-separated columns, '
             r'found 2 \(a missing column\)'):
         TsvCaptionDataset(ann_file=path, header=True)
+
+
+def test_tsv_open_quote_never_merges_rows(tmp_path, captions):
+    img = osp.join(captions['data_root'], 'train2017/000000.jpg')
+    # row 2 opens a quote that row 4 closes: 5 rows would load as 3
+    path = _tsv(
+        tmp_path, f'{img}\ta red star\n{img}\t"stop sign\n'
+        f'{img}\ta blue ring\n{img}\ta ring" on grey\n{img}\tthe end\n'.
+        replace('ring" on grey', 'ring"'))
+    with pytest.raises(
+            ValueError,
+            match=r'c.tsv:2: a quoted field runs over lines 2-4, so 3 lines '
+            r'would load as one row .*multiline_captions=True'):
+        TsvCaptionDataset(ann_file=path)
+    # the opt-in reads it as pandas / open_clip do
+    data = TsvCaptionDataset(ann_file=path, multiline_captions=True)
+    assert len(data) == 3
+    assert data[1]['caption'] == (f'stop sign\n{img}\ta blue ring\n{img}\t'
+                                  'a ring')
+
+
+def test_all_images_missing_advises_the_paths_not_skip(tmp_path, captions):
+    ann = osp.join(captions['data_root'], captions['train_ann_file'])
+    for policy in ('error', 'skip'):
+        with pytest.raises(FileNotFoundError) as err:
+            CocoCaptionDataset(
+                ann_file=ann,
+                data_prefix=dict(img_path=str(tmp_path / 'nowhere')),
+                missing_images=policy)
+        assert '6 of 6 images not found' in str(err.value)
+        assert 'none was found: check data_root and data_prefix' in str(
+            err.value)
+        assert "missing_images='skip'" not in str(err.value)
 
 
 def test_non_utf8_bytes_are_named_by_file_and_line(tmp_path, captions):

@@ -216,3 +216,144 @@ def test_shard_member_that_does_not_decode(tmp_path):
     assert [(f.kind, f.path)
             for f in report.faults] == [('undecodable', f'{shard}/b.jpg'),
                                         ('empty', f'{shard}/c.jpg')]
+
+
+def test_folder_or_fifo_in_place_of_an_image_is_a_fault(ade, repo_root):
+    """mmseg lists the image folder and leaves out what is no regular
+    file: the sample vanished while the checker said "no fault"."""
+    folder, fifo = ade20k_file(ade, 'img', 1), ade20k_file(ade, 'img', 2)
+    os.remove(folder)
+    os.mkdir(folder)
+    os.remove(fifo)
+    os.mkfifo(fifo)
+    report, = check_config_data(ade_config(repo_root, ade), progress=False)
+    assert report.samples == 6  # the listing left both out
+    assert report.counts() == dict(not_regular=2)
+    details = {osp.basename(f.path): f.detail for f in report.faults}
+    assert details['ADE_train_00000001.jpg'].startswith(
+        'a directory, not a regular file')
+    assert details['ADE_train_00000002.jpg'].startswith(
+        'a FIFO (named pipe), not a regular file')
+    assert details['ADE_train_00000002.jpg'].endswith(
+        f'(the image of label map {ade20k_file(ade, "ann", 2)}; the dataset '
+        'lists its image folder and leaves this sample out)')
+
+
+def _alarm(seconds):
+    """Fail instead of hanging: SIGALRM interrupts a blocked open()."""
+    import signal
+
+    def fail(*_):
+        raise TimeoutError(f'no answer within {seconds} s (a FIFO opened?)')
+
+    signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+
+
+def test_fifo_label_map_is_a_fault_and_never_opened(ade, repo_root):
+    import signal
+
+    from mmlocat.datasets import CheckedDataset, DataFileError
+    label = ade20k_file(ade, 'ann', 1)
+    os.remove(label)
+    os.mkfifo(label)
+    _alarm(60)
+    try:
+        report, = check_config_data(ade_config(repo_root, ade), progress=False)
+        # training's guard stats it before mmseg's loader would block
+        data = CheckedDataset(
+            build_split_dataset(ade_config(repo_root, ade), 'train'))
+        with pytest.raises(
+                DataFileError,
+                match=f'ADE20KDataset sample 0: {label}: a FIFO '
+                r'\(named pipe\), not a regular file'):
+            data[0]
+    finally:
+        signal.alarm(0)
+    assert [(f.kind, f.path)
+            for f in report.faults] == [('not_regular', label)]
+
+
+def _corrupt_jpeg(path):
+    """Insert 3 bytes after the JPEG's first marker segment (APP0):
+    libjpeg skips them with 'Corrupt JPEG data: 3 extraneous bytes'."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    end = 4 + int.from_bytes(data[4:6], 'big')
+    with open(path, 'wb') as f:
+        f.write(data[:end] + b'\x01\x02\x03' + data[end:])
+    return '0x%02x' % data[end + 1]
+
+
+def test_corrupt_jpeg_that_decodes_is_a_warning_naming_it(
+        ade, repo_root, capfd):
+    import cv2
+    from mm_warnings import logged_warnings
+
+    from mmlocat.datasets import CheckedDataset
+    image = ade20k_file(ade, 'img', 1)
+    marker = _corrupt_jpeg(image)
+    capfd.readouterr()
+    assert cv2.imread(image) is not None  # it decodes...
+    said = f'Corrupt JPEG data: 3 extraneous bytes before marker {marker}'
+    assert said in capfd.readouterr().err  # ...with libjpeg's warning
+    report, = check_config_data(ade_config(repo_root, ade), progress=False)
+    assert report.ok
+    assert [(n.kind, n.path)
+            for n in report.notes] == [('corrupt_jpeg', image)]
+    assert report.notes[0].detail.startswith(
+        f'libjpeg decodes it with "{said}"')
+    assert '  warning: corrupt_jpeg (1):' in report.format()
+    data = CheckedDataset(
+        build_split_dataset(ade_config(repo_root, ade), 'train'))
+    with logged_warnings() as warned:
+        data[0]
+        data[0]  # once per file
+    named = [m for m in warned if image in m]
+    assert len(named) == 1 and said in named[0], warned
+
+
+def test_grey_label_map_saved_as_rgb_is_named(ade, repo_root):
+    import numpy as np
+    from PIL import Image
+
+    from mmlocat.datasets import CheckedDataset, DataFileError
+    label = ade20k_file(ade, 'ann', 1)
+    grey = np.array(Image.open(label))
+    Image.fromarray(np.stack([grey] * 3, axis=-1)).save(label)
+    report, = check_config_data(ade_config(repo_root, ade), progress=False)
+    assert [(f.kind, f.path)
+            for f in report.faults] == [('label_channels', label)]
+    assert report.faults[0].detail.startswith(
+        'label map has 3 channels (all equal: a grey map saved as RGB)')
+    data = CheckedDataset(
+        build_split_dataset(ade_config(repo_root, ade), 'train'))
+    with pytest.raises(
+            DataFileError,
+            match=f'ADE20KDataset sample 0: {label}: label map has 3 '
+            r'channels \(all equal: a grey map saved as RGB\).*save it as '
+            'a one-channel PNG'):
+        data[0]
+
+
+def test_box_outside_its_image_is_a_fault(tmp_path):
+    paths = generate('coco', str(tmp_path / 'coco'), 3, 1, (64, 96))
+    ann = osp.join(paths['data_root'], paths['train_ann_file'])
+    with open(ann) as f:
+        coco = json.load(f)
+    box = coco['annotations'][0]
+    box['bbox'] = [10, 10, 5000, 20]
+    with open(ann, 'w') as f:
+        json.dump(coco, f)
+    cfg = _write_config(
+        tmp_path, "_base_ = 'mmdet::_base_/datasets/coco_detection.py'\n"
+        "default_scope = 'mmdet'\n"
+        f"train_dataloader = dict(dataset=dict(data_root="
+        f"{paths['data_root'] + '/'!r}))\n")
+    report, = check_config_data(cfg, progress=False)
+    assert report.counts() == dict(box_outside=1)
+    fault = report.faults[0]
+    assert fault.detail == (
+        f"image id {box['image_id']}: 1 box(es) outside the 64x96 (HxW) "
+        'image, e.g. [[10.0, 10.0, 5010.0, 30.0]] (x1, y1, x2, y2 in '
+        'pixels): a wrong annotation or one of another image; fix it')

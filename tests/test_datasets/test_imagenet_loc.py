@@ -1,6 +1,7 @@
 """ImageNetLocDataset / CocoBoxesDataset / ResizeEdgeWithBoxes."""
 import json
 import os.path as osp
+import re
 
 import cv2
 import numpy as np
@@ -305,3 +306,62 @@ def test_build_from_mmpretrain_with_pib_pipeline(imagenet_root):
         item['data_samples'].gt_bboxes,
         [[0., 10 * 64 / 60 - 8, 30 * 85 / 80 - 18, 30 * 64 / 60 - 8]],
         atol=1e-4)
+
+
+def test_box_far_outside_its_image_is_refused(tmp_path):
+    """xmax=5000 on an 80 px wide image was scored as given."""
+    kwargs = _voc_trainval(tmp_path, [[(1, 1, 40, 30)], [(5, 5, 5000, 9)]])
+    xml = osp.join(kwargs['data_root'], 'Annotations', '000007.xml')
+    with pytest.raises(
+            ValueError,
+            match=re.escape(
+                f"{xml} (image id '000007'): 1 box(es) outside the 60x80 "
+                '(HxW) image, e.g. [[4.0, 4.0, 5000.0, 9.0]] (x1, y1, x2, '
+                'y2 in pixels)')):
+        ImageNetLocDataset(**kwargs)
+    # within a pixel of the edge is no fault (converters round)
+    kwargs = _voc_trainval(tmp_path / 'edge',
+                           [[(1, 1, 80, 60)], [(5, 5, 9, 9)]])
+    assert len(ImageNetLocDataset(**kwargs)) == 2
+    for name in ('x.jpg', 'y.jpg'):
+        _write_img(tmp_path / 'images' / name)
+    coco = dict(
+        images=[
+            dict(id=1, file_name='x.jpg', width=80, height=60),
+            dict(id=2, file_name='y.jpg', width=80, height=60)
+        ],
+        annotations=[
+            dict(id=1, image_id=1, bbox=[10, 10, 20, 20], iscrowd=0),
+            dict(id=2, image_id=2, bbox=[10, 10, 4990, 20], iscrowd=0)
+        ])
+    (tmp_path / 'ann.json').write_text(json.dumps(coco))
+    where = dict(
+        data_root=str(tmp_path),
+        ann_file='ann.json',
+        data_prefix=dict(img_path='images'))
+    with pytest.raises(
+            ValueError,
+            match=r'ann.json \(image id 2, y.jpg\): 1 box\(es\) outside the '
+            r'60x80 \(HxW\) image, e.g. \[\[10.0, 10.0, 5000.0, 30.0\]\]'):
+        CocoBoxesDataset(**where)
+    coco['images'].append(dict(id=2, file_name='y.jpg', width=80, height=60))
+    coco['annotations'].pop()
+    (tmp_path / 'ann.json').write_text(json.dumps(coco))
+    with pytest.raises(
+            ValueError,
+            match=r"ann.json: image id 2 is listed twice in 'images'"):
+        CocoBoxesDataset(**where)
+
+
+def test_image_listed_twice_in_a_split_is_refused(tmp_path):
+    """A repeated id was scored twice."""
+    kwargs = _voc_trainval(tmp_path, [[(1, 1, 40, 30)], [(5, 5, 9, 9)]])
+    split = osp.join(kwargs['data_root'], kwargs['ann_file'])
+    with open(split, 'w') as f:
+        f.write('000005\n000007\n\n000005\n')
+    with pytest.raises(
+            ValueError,
+            match=re.escape(
+                f"{split}:4: image '000005' is listed again (first at line "
+                '1); it would be scored twice: remove the repeated line')):
+        ImageNetLocDataset(**kwargs)

@@ -101,3 +101,29 @@ def test_bad_config_or_root_is_one_line(args, message, repo_root,
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith('check_dataset.py: error: ') and message in last
     assert 'Traceback' not in proc.stderr
+
+
+def test_box_outside_its_image_through_the_corloc_config(
+        tmp_path, repo_root, subprocess_env):
+    """xmax=5000 on a 48 px wide image: the CorLoc data is refused, naming
+    the file, the image id and the box."""
+    import re
+    voc = generate(
+        'pascal_voc', str(tmp_path / 'voc'), 2, 1, (32, 48), year=2007)
+    xml = osp.join(voc['data_root'], 'Annotations', '2007_000000.xml')
+    with open(xml) as f:
+        text = f.read()
+    with open(xml, 'w') as f:
+        f.write(re.sub(r'<xmax>[\d.]+</xmax>', '<xmax>5000</xmax>', text, 1))
+    proc = run([
+        CORLOC_VOC07, '--split', 'test', '--num-workers', '0', '--cfg-options',
+        f'test_dataloader.dataset.data_root='
+        f'{voc["data_root"]}', 'test_dataloader.dataset.ann_file='
+        'ImageSets/Main/trainval.txt',
+        'test_dataloader.dataset.expected_num_images=None'
+    ], repo_root, subprocess_env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line, = proc.stderr.strip().splitlines()[-1:]
+    assert (f"{xml} (image id '2007_000000'): 1 box(es) outside the 32x48 "
+            '(HxW) image') in line
+    assert ', 5000.0, ' in line
