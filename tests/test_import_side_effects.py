@@ -51,7 +51,30 @@ def snapshot():
     return seen
 
 
+import os
+from mmengine.fileio.backends import registry_utils
+
+# tables mutated in place (their identity stays): mmengine's file
+# backends, and the interpreter's fork handlers (recorded as registered)
+fork_handlers = []
+register_at_fork = os.register_at_fork
+
+
+def recording_register_at_fork(**handlers):
+    fork_handlers.append(sorted(handlers))
+    register_at_fork(**handlers)
+
+
+os.register_at_fork = recording_register_at_fork
+
+
+def backend_table():
+    return ({k: id(v) for k, v in registry_utils.backends.items()},
+            {k: id(v) for k, v in registry_utils.prefix_to_backends.items()})
+
+
 safe = set(map(id, torch.serialization.get_safe_globals()))
+backends = backend_table()
 before = snapshot()
 for name in sys.argv[1:]:
     importlib.import_module(name)
@@ -61,6 +84,10 @@ changed = [f'{name}.{key}' for name, attrs in before.items()
            if after.get(name, {}).get(key) != ident]
 if set(map(id, torch.serialization.get_safe_globals())) != safe:
     changed.append('torch.serialization.get_safe_globals()')
+if backend_table() != backends:
+    changed.append('mmengine.fileio file backends')
+if fork_handlers:
+    changed.append(f'os.register_at_fork {fork_handlers}')
 print('CHANGED ' + json.dumps(changed))
 print('CHECKED ' + str(sum(len(a) for a in before.values())))
 '''

@@ -53,7 +53,12 @@ class AtomicLocalBackend(LocalBackend):
         self.put(obj.encode(encoding), filepath)
 
 
-register_backend(ATOMIC_BACKEND, AtomicLocalBackend, force=True)
+def _register_atomic_backend() -> None:
+    """Make :data:`ATOMIC_BACKEND` known to mmengine's file backends, once,
+    when a hook first needs it (importing mmlocat registers nothing)."""
+    from mmengine.fileio.backends.registry_utils import backends
+    if backends.get(ATOMIC_BACKEND) is not AtomicLocalBackend:
+        register_backend(ATOMIC_BACKEND, AtomicLocalBackend, force=True)
 
 
 def write_last_checkpoint(work_dir: str, checkpoint: str) -> None:
@@ -73,6 +78,7 @@ def atomic_backend_args(
     given."""
     if (backend_args is None and file_client_args is None
             and isinstance(get_file_backend(out_dir), LocalBackend)):
+        _register_atomic_backend()
         return dict(backend=ATOMIC_BACKEND)
     return backend_args
 

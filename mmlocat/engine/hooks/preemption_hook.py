@@ -109,11 +109,20 @@ def _after_fork_in_child() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=_after_fork_in_parent,
-        after_in_child=_after_fork_in_child)
+_fork_handlers_registered = False
+
+
+def _register_fork_handlers() -> None:
+    """Install the fork handlers once, when the first hook is built
+    (importing mmlocat registers nothing; they cannot be unregistered and
+    do nothing while no hook has set ``_fork_policy``)."""
+    global _fork_handlers_registered
+    if not _fork_handlers_registered and hasattr(os, 'register_at_fork'):
+        os.register_at_fork(
+            before=_before_fork,
+            after_in_parent=_after_fork_in_parent,
+            after_in_child=_after_fork_in_child)
+        _fork_handlers_registered = True
 
 
 def _signal_number(name) -> signal.Signals:
@@ -218,6 +227,7 @@ class PreemptionHook(Hook):
             return
         # a child runs no Python handler of its parent: the defaults
         # (SIG_DFL / SIG_IGN), or SIG_DFL for a parent's Python handler
+        _register_fork_handlers()
         _fork_policy.update(
             signals=tuple(self.signals),
             previous={
