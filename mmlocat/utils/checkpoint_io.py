@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from .safe_load import mmengine_checkpoint_globals
+from .work_dir_lock import pid_alive
 
 __all__ = [
     'read_checkpoint', 'read_state_dict', 'read_clip_state_dict',
@@ -486,7 +487,6 @@ def remove_stale_temporaries(path: str, logger=None) -> List[str]:
     Returns:
         The removed files.
     """
-    from .work_dir_lock import pid_alive
     folder, basename = osp.split(osp.abspath(path))
     try:
         names = os.listdir(folder)
@@ -530,7 +530,7 @@ def _log(message: str, logger=None) -> None:
     if logger is not None:
         logger.warning(message)
         return
-    from mmengine.logging import print_log
+    from mmengine.logging import print_log  # lazily, as safe_load
     print_log(message, logger='current', level=logging.WARNING)
 
 

@@ -159,8 +159,7 @@ class EarlierRunError(FileExistsError):
     """A fresh run would write over the checkpoints of an earlier run."""
 
 
-def _earlier_checkpoint(work_dir: str,
-                        latest: Optional[str]) -> Optional[str]:
+def _earlier_checkpoint(work_dir: str, latest: Optional[str]) -> Optional[str]:
     """The earlier run's checkpoint to name: what ``last_checkpoint``
     names, else the newest ``*.pth`` of the work dir (``None``: none)."""
     if latest is not None:

@@ -71,4 +71,3 @@ def refuse_output_over_input(outputs: Mapping[str, Optional[str]],
                     f'{_describe(role_a, a)} and {_describe(role_b, b)} are '
                     'one file: one output would replace the other; choose '
                     f'another {role_b} path')
-

@@ -147,26 +147,29 @@ def text_inputs(tmp_path) -> dict:
     weights = tmp_path / 'text_weights.pt'
     torch.save({'w': torch.ones(2)}, str(weights))
     emb = tmp_path / 'clipself.pt'
-    torch.save({n: torch.ones(4) for n in CLASSES + ['background']},
-               str(emb))
+    torch.save({n: torch.ones(4) for n in CLASSES + ['background']}, str(emb))
     return dict(
         names=str(names), ann=str(ann), weights=str(weights), emb=str(emb))
 
 
-@pytest.mark.parametrize('case', ['names_sidecar', 'ann_sidecar',
-                                  'pretrained_symlink'])
+@pytest.mark.parametrize(
+    'case', ['names_sidecar', 'ann_sidecar', 'pretrained_symlink'])
 def test_dump_text_embeddings_refuses_out_over_an_input(
         case, text_inputs, tmp_path, repo_root, monkeypatch, capsys):
     tmp = str(tmp_path)
     if case == 'names_sidecar':  # OUT.json is the --names file
         src, option = text_inputs['names'], '--names'
-        argv = ['--names', src, '--pretrained', text_inputs['weights'],
-                osp.join(tmp, 'classes.npy')]
+        argv = [
+            '--names', src, '--pretrained', text_inputs['weights'],
+            osp.join(tmp, 'classes.npy')
+        ]
         out = src
     elif case == 'ann_sidecar':  # OUT.json is the --ann-file
         src, option = text_inputs['ann'], '--ann-file'
-        argv = ['--ann-file', src, '--pretrained', text_inputs['weights'],
-                osp.join(tmp, 'instances.npy')]
+        argv = [
+            '--ann-file', src, '--pretrained', text_inputs['weights'],
+            osp.join(tmp, 'instances.npy')
+        ]
         out = src
     else:  # OUT is a symlink to the weights
         src, option = text_inputs['weights'], '--pretrained'
@@ -180,8 +183,8 @@ def test_dump_text_embeddings_refuses_out_over_an_input(
     assert {p: _sha256(p) for p in text_inputs.values()} == before
 
 
-@pytest.mark.parametrize('case', ['src_symlink', 'class_names_sidecar',
-                                  'ann_base'])
+@pytest.mark.parametrize('case',
+                         ['src_symlink', 'class_names_sidecar', 'ann_base'])
 def test_clipself_embeddings2npy_refuses_out_over_an_input(
         case, text_inputs, tmp_path, repo_root, monkeypatch, capsys):
     emb, names = text_inputs['emb'], text_inputs['names']

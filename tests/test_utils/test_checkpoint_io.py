@@ -424,8 +424,8 @@ def test_live_recent_and_other_files_temporaries_are_kept(tmp_path):
     class _Logger:
         warning = lines.append
 
-    assert remove_stale_temporaries(path, _Logger) == sorted(
-        [stale, stale_plain])
+    assert remove_stale_temporaries(path,
+                                    _Logger) == sorted([stale, stale_plain])
     assert sorted(_leftovers(tmp_path)) == sorted(
         osp.basename(p) for p in (live, recent, other, user))
     (kept, ) = [line for line in lines if line.startswith('kept')]

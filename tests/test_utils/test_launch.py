@@ -8,9 +8,9 @@ import os.path as osp
 import pytest
 from mmengine.config import Config
 
-from mmlocat.utils.launch import (FORMAT_ENV, add_vocabulary_record_hook,
-                                  launcher_rank, load_config,
-                                  EarlierRunError, make_training_resumable,
+from mmlocat.utils.launch import (FORMAT_ENV, EarlierRunError,
+                                  add_vocabulary_record_hook, launcher_rank,
+                                  load_config, make_training_resumable,
                                   resolve_resume)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))

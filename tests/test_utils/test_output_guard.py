@@ -56,15 +56,14 @@ def test_dangling_link_to_a_missing_input_is_the_same_file(tmp_path):
 
 def test_distinct_files_urls_and_unset_options_pass(src, tmp_path):
     out = str(tmp_path / 'out.pth')
-    refuse_output_over_input(
-        {
-            'DST': out,
-            '--text-out': None
-        }, {
-            'SRC': src,
-            '--model-config': None,
-            '--pretrained': 'https://x/model.pth'
-        })
+    refuse_output_over_input({
+        'DST': out,
+        '--text-out': None
+    }, {
+        'SRC': src,
+        '--model-config': None,
+        '--pretrained': 'https://x/model.pth'
+    })
     with open(src, 'rb') as f:
         assert f.read() == b'weights'
 

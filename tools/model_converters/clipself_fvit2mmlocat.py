@@ -119,8 +119,8 @@ def main() -> None:
             embedding_files(args.export_embeddings, '--export-embeddings'))
     inputs = {'SRC': args.src, '--class-names': args.class_names}
     if args.text_embeddings:
-        inputs.update(embedding_files(args.text_embeddings,
-                                      '--text-embeddings'))
+        inputs.update(
+            embedding_files(args.text_embeddings, '--text-embeddings'))
     refuse_output_over_input(outputs, inputs)
     weights = clipself_fvit_weights(
         read_checkpoint(args.src), args.src, args.rope_pt_seq_len)
