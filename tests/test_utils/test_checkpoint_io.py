@@ -373,7 +373,7 @@ def test_kill_9_leftover_is_removed_by_the_next_write(tmp_path,
     path = str(tmp_path / 'iter_4.pth')
     assert _killed_writer(path, 'SIGKILL', subprocess_env) == -9
     (leftover, ) = _leftovers(tmp_path)
-    pid = int(leftover.split('.')[2])
+    pid = int(leftover.split('.')[-3])  # .iter_4.pth.PID.HEX.tmp
     full = str(tmp_path / leftover)
     assert osp.getsize(full) == 65536 and not osp.exists(path)
     # the next run comes later than STALE_AFTER_S
