@@ -8,12 +8,13 @@ from .class_names import (BACKGROUND, CLASS_NAME_SEPARATOR,
                           read_class_name_file, read_class_names,
                           registered_metainfo, resolve_class_names,
                           zero_shot_class_name_lines, zero_shot_classes)
-from .embeddings import (
-    Encoder, QueryEmbeddings, base_classes_path, build_class_embeddings,
-    build_query_embeddings, check_prompt_recipe, check_same_classes,
-    embed_names, embedding_files, load_query_embeddings, load_text_embeddings,
-    query_map, read_clipself_embeddings, read_text_model, save_base_classes,
-    save_text_embeddings, sidecar_path, write_text_embeddings)
+from .embeddings import (Encoder, QueryEmbeddings, build_class_embeddings,
+                         build_query_embeddings, check_prompt_recipe,
+                         check_same_classes, embed_names,
+                         load_query_embeddings, load_text_embeddings,
+                         query_map, read_clipself_embeddings, read_text_model,
+                         save_base_classes, save_text_embeddings, sidecar_path,
+                         write_text_embeddings)
 from .encoder import (TextEncoder, encoder_record, open_clip_encoder,
                       register_model_config)
 from .templates import (CLIP_TEMPLATES, FVIT_TEMPLATES, IMAGENET_TEMPLATES,
@@ -35,6 +36,5 @@ __all__ = [
     'read_clipself_embeddings', 'read_text_model', 'save_base_classes',
     'save_text_embeddings', 'sidecar_path', 'write_text_embeddings',
     'TextEncoder', 'encoder_record', 'open_clip_encoder',
-    'register_model_config', 'default_cache_dir', 'vocabulary_embeddings',
-    'base_classes_path', 'embedding_files'
+    'register_model_config', 'default_cache_dir', 'vocabulary_embeddings'
 ]

@@ -65,7 +65,7 @@ def _refused(code, err, name: str, out: str, src: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith(f'{name}: error: '), err
-    assert f' {out} ' in lines[0] and f'is the input ' in lines[0], err
+    assert f' {out} ' in lines[0] and 'is the input ' in lines[0], err
     assert f' {src}: writing it would destroy the input; choose another ' \
         in lines[0], err
 

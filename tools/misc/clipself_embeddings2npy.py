@@ -30,9 +30,10 @@ import argparse
 import json
 import os.path as osp
 
-from mmlocat.text import (embedding_files, names_from_annotations,
-                          read_class_names, read_clipself_embeddings,
-                          save_base_classes, save_text_embeddings)
+from mmlocat.text import (names_from_annotations, read_class_names,
+                          read_clipself_embeddings, save_base_classes,
+                          save_text_embeddings)
+from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.provenance import file_sha256

@@ -33,11 +33,11 @@ import os.path as osp
 from mmlocat.utils.checkpoint_io import (read_clip_state_dict, run_cli,
                                          save_converted)
 from mmlocat.utils.converters import convert_clip
-from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.converters.clip import (check_openai_archive_act,
                                            check_tower_config,
                                            clip_tower_settings,
                                            open_clip_model_config)
+from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.provenance import clip_provenance, text_provenance
 
 

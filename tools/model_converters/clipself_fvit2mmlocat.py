@@ -31,8 +31,9 @@ import numpy as np
 import torch
 
 from mmlocat.datasets.vocabulary_record import VOCABULARY_KEY, file_record
-from mmlocat.text import (BACKGROUND, embedding_files, load_text_embeddings,
-                          read_class_names, save_text_embeddings)
+from mmlocat.text import (BACKGROUND, load_text_embeddings, read_class_names,
+                          save_text_embeddings)
+from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import (read_checkpoint,
                                          refuse_nonfinite_weights, run_cli,
                                          save_converted)
