@@ -29,13 +29,20 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Train a model')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
-    parser.add_argument(
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
         '--resume',
         nargs='?',
         type=str,
         const='auto',
         help='resume from the given checkpoint, or from the latest '
         'checkpoint in the work dir when no path is given')
+    start.add_argument(
+        '--overwrite',
+        action='store_true',
+        help='start from the beginning even when the work dir holds the '
+        'checkpoints of an earlier run (refused without it); checkpoints '
+        'of the same name are replaced')
     parser.add_argument(
         '--amp', action='store_true', help='enable mixed precision training')
     parser.add_argument(
@@ -104,16 +111,16 @@ def _exit_on_signals():
             signal.signal(signum, signal.SIG_IGN if leaving else handler)
 
 
-def _resume(cfg, resume_arg) -> list:
-    """Settle ``--resume`` (or the config's ``resume``) before anything
-    starts; return the warnings to show."""
+def _resume(cfg, resume_arg, overwrite: bool = False) -> list:
+    """Settle ``--resume`` (or the config's ``resume``) and ``--overwrite``
+    before anything starts; return the warnings to show."""
     # what mmengine would do: resume=True resumes from load_from, or from
     # the work dir's latest checkpoint without one
     request = resume_arg
     if request is None and cfg.get('resume', False):
         request = cfg.get('load_from', None) or 'auto'
     try:
-        resume, note = resolve_resume(cfg.work_dir, request)
+        resume, note = resolve_resume(cfg.work_dir, request, overwrite)
     except OSError as err:
         _error(str(err))
     notes = [note] if note else []
@@ -159,7 +166,7 @@ def main() -> None:
                                 osp.splitext(osp.basename(args.config))[0])
     if args.amp:
         enable_amp(cfg)
-    notes = _resume(cfg, args.resume)
+    notes = _resume(cfg, args.resume, args.overwrite)
     if args.check_data or cfg.get('check_data', False):
         if not check_before_run(cfg):
             sys.exit(1)

@@ -45,7 +45,8 @@ __all__ = [
     'build_query_embeddings', 'query_map', 'save_text_embeddings',
     'write_text_embeddings', 'read_text_model', 'check_prompt_recipe',
     'check_same_classes', 'QueryEmbeddings', 'load_query_embeddings',
-    'load_text_embeddings', 'read_clipself_embeddings', 'save_base_classes'
+    'load_text_embeddings', 'read_clipself_embeddings', 'save_base_classes',
+    'base_classes_path', 'embedding_files'
 ]
 
 #: Prompts -> ``(N, D)`` features (an array or a tensor).
@@ -521,10 +522,31 @@ def read_clipself_embeddings(
     return rows.astype(np.float32), names
 
 
+def base_classes_path(npy_path: str) -> str:
+    """The base-class list next to an embedding file: ``X.npy`` ->
+    ``X.base.json``."""
+    return osp.splitext(npy_path)[0] + '.base.json'
+
+
+def embedding_files(npy_path: str,
+                    role: str,
+                    base: bool = False) -> Dict[str, str]:
+    """``{role: path}`` of the files an embedding file ``X.npy`` is: itself,
+    its sidecar ``X.json`` and (with ``base``) ``X.base.json``; for
+    :func:`mmlocat.utils.output_guard.refuse_output_over_input`. A path
+    that is not a ``.npy`` is itself alone (refused later, by name)."""
+    files = {role: npy_path}
+    if npy_path.endswith('.npy'):
+        files[f'{role} (its sidecar)'] = sidecar_path(npy_path)
+        if base:
+            files[f'{role} (its base classes)'] = base_classes_path(npy_path)
+    return files
+
+
 def save_base_classes(npy_path: str, base: Sequence[str]) -> str:
     """Write the base classes next to an embedding file: ``X.npy`` ->
     ``X.base.json`` (a name list, read as ``base_class_names``)."""
-    path = osp.splitext(npy_path)[0] + '.base.json'
+    path = base_classes_path(npy_path)
     with open(path, 'w', encoding='utf-8') as f:
         json.dump(list(base), f, indent=0)
     return path

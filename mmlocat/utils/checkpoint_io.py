@@ -10,28 +10,36 @@ sentence saying so. Non-finite weights are refused. Loading always reports
 missing, unexpected and mis-shaped keys, so a model never runs silently
 half-random.
 """
+import contextlib
 import errno
+import logging
 import os
 import os.path as osp
+import re
 import secrets
+import signal
+import stat
 import struct
 import sys
+import threading
+import time
 import zipfile
 from collections import OrderedDict
-from typing import (BinaryIO, Callable, Dict, Iterable, List, NamedTuple,
-                    Optional, Sequence, Tuple)
+from typing import (BinaryIO, Callable, Dict, Iterable, Iterator, List,
+                    NamedTuple, Optional, Sequence, Tuple)
 
 import torch
 from torch import nn
 
 from .safe_load import read_torchscript_state_dict, torch_load
+from .work_dir_lock import pid_alive
 
 __all__ = [
     'read_checkpoint', 'read_state_dict', 'read_clip_state_dict',
     'save_checkpoint', 'strip_prefix', 'LoadReport',
     'load_state_dict_reported', 'sniff_checkpoint', 'refuse_nonfinite_weights',
     'unwrap_state_dict', 'run_cli', 'CLI_ERRORS', 'save_converted',
-    'write_atomic', 'CheckpointWriteError'
+    'write_atomic', 'CheckpointWriteError', 'remove_stale_temporaries'
 ]
 
 _NESTED_KEYS = ('state_dict', 'model', 'module', 'model_ema')
@@ -383,9 +391,12 @@ def write_atomic(path: str, write: Callable[[BinaryIO], None]) -> None:
     renamed over ``path`` (``os.replace``); the folder is ``fsync``-ed so
     the rename survives a power loss. A crash or a failed write (disk
     full, folder not writable, a directory named ``path``) leaves the old
-    file, if any, untouched and removes the temporary file. The new file
-    gets the usual permissions (``0o666`` less the umask), as ``open``
-    would give it.
+    file, if any, untouched and removes the temporary file (also on
+    ``KeyboardInterrupt`` and ``SystemExit``, e.g. SIGTERM under
+    :func:`run_cli` or ``tools/train.py``). What only ``kill -9`` or a
+    power loss leaves, :func:`remove_stale_temporaries` removes before the
+    next write of ``path``. The new file gets the usual permissions
+    (``0o666`` less the umask), as ``open`` would give it.
 
     Args:
         path: The final file.
@@ -397,6 +408,7 @@ def write_atomic(path: str, write: Callable[[BinaryIO], None]) -> None:
     """
     path = osp.abspath(path)
     folder = osp.dirname(path)
+    remove_stale_temporaries(path)
     # hidden, unique per process and call; never matched by a checkpoint
     # glob and never named by last_checkpoint
     tmp = osp.join(
@@ -407,12 +419,13 @@ def write_atomic(path: str, write: Callable[[BinaryIO], None]) -> None:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR),
                                     path)
         os.makedirs(folder, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, 'wb') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with _sigterm_as_exit():
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, 'wb') as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except BaseException as exc:
         _remove_quietly(tmp)
         # an interrupt (SystemExit, KeyboardInterrupt) stays what it is
@@ -427,6 +440,119 @@ def write_atomic(path: str, write: Callable[[BinaryIO], None]) -> None:
         error.errno = err.errno
         raise error from exc
     _fsync_folder(folder)
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM ends the process through ``SystemExit(143)`` meanwhile, so
+    the temporary file is removed; only where SIGTERM would kill the
+    process outright (its default action, in the main thread): a handler
+    someone installed (``tools/train.py``, ``PreemptionHook``) stays."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+#: A dead writer's temporary file younger than this is kept: on a shared
+#: file system it may be a write in progress on another host (where its
+#: pid cannot be checked); an interrupted write is older by the next run.
+STALE_AFTER_S = 60.0
+
+
+def _temporary_pid(name: str, basename: str) -> Optional[int]:
+    """The writer's pid in ``.BASENAME.PID.HEX.tmp`` (also the
+    ``.BASENAME.PID.tmp`` of ``lastclip2mmlocat.py``), else ``None``."""
+    prefix = f'.{basename}.'
+    if not (name.startswith(prefix) and name.endswith('.tmp')):
+        return None
+    parts = name[len(prefix):-len('.tmp')].split('.')
+    if not parts[0].isdigit() or len(parts) > 2 or (
+            len(parts) == 2 and not re.fullmatch(r'[0-9a-f]{8}', parts[1])):
+        return None
+    return int(parts[0])
+
+
+def _size(nbytes: int) -> str:
+    for unit in ('bytes', 'kB', 'MB', 'GB'):
+        if nbytes < 1024 or unit == 'GB':
+            return (f'{nbytes} {unit}'
+                    if unit == 'bytes' else f'{nbytes:.1f} {unit}')
+        nbytes /= 1024
+    return ''  # pragma: no cover
+
+
+def remove_stale_temporaries(path: str, logger=None) -> List[str]:
+    """Remove the temporary files of writes of ``path`` that were killed.
+
+    A ``kill -9`` (or a power loss) during :func:`write_atomic` leaves its
+    hidden ``.NAME.PID.HEX.tmp`` next to ``path``, as large as the file
+    being written. Such a file whose process is no longer running on this
+    host is removed, one log line each (the file, its size, the pid).
+    Files of running processes are kept, and so are files younger than
+    :data:`STALE_AFTER_S` (reported instead: maybe another host's write).
+
+    Args:
+        path: The file about to be written.
+        logger: Where the lines go; mmengine's current logger by default.
+
+    Returns:
+        The removed files.
+    """
+    folder, basename = osp.split(osp.abspath(path))
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []  # no folder yet: nothing left over
+    removed = []
+    for name in sorted(names):
+        pid = _temporary_pid(name, basename)
+        if pid is None or pid <= 0 or pid_alive(pid):
+            continue
+        tmp = osp.join(folder, name)
+        try:
+            info = os.lstat(tmp)
+        except OSError:
+            continue  # another run removed it meanwhile
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        age = time.time() - info.st_mtime
+        what = (f'{tmp} ({_size(info.st_size)}), the temporary file of an '
+                f'interrupted write of {path} by process {pid}, which is '
+                'not running on this host')
+        if age < STALE_AFTER_S:
+            _log(
+                f'kept {what}: it was modified {age:.0f} s ago (a write on '
+                'another host of a shared file system?); it is removed by a '
+                'later write', logger)
+            continue
+        try:
+            os.remove(tmp)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            _log(f'cannot remove {what}: {err}', logger)
+            continue
+        _log(f'removed {what}', logger)
+        removed.append(tmp)
+    return removed
+
+
+def _log(message: str, logger=None) -> None:
+    if logger is not None:
+        logger.warning(message)
+        return
+    from mmengine.logging import print_log  # lazily, as safe_load
+    print_log(message, logger='current', level=logging.WARNING)
 
 
 def _os_error_in(exc: BaseException) -> Optional[OSError]:

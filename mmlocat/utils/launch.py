@@ -1,4 +1,5 @@
 """Launcher helpers shared by ``tools/train.py`` and ``tools/test.py``."""
+import glob
 import os
 import os.path as osp
 from typing import Optional, Tuple
@@ -10,7 +11,8 @@ from mmengine.config import Config
 __all__ = [
     'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook',
     'add_weights_only_checkpoint_hook', 'make_training_resumable',
-    'add_vocabulary_record_hook', 'resolve_resume', 'launcher_rank'
+    'add_vocabulary_record_hook', 'resolve_resume', 'launcher_rank',
+    'EarlierRunError'
 ]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
@@ -153,22 +155,45 @@ def make_training_resumable(cfg: Config) -> None:
         train_cfg['type'] = 'mmlocat.ResumableEpochBasedTrainLoop'
 
 
+class EarlierRunError(FileExistsError):
+    """A fresh run would write over the checkpoints of an earlier run."""
+
+
+def _earlier_checkpoint(work_dir: str, latest: Optional[str]) -> Optional[str]:
+    """The earlier run's checkpoint to name: what ``last_checkpoint``
+    names, else the newest ``*.pth`` of the work dir (``None``: none)."""
+    if latest is not None:
+        return latest
+    found = glob.glob(osp.join(glob.escape(work_dir), '*.pth'))
+    return max(found, key=osp.getmtime) if found else None
+
+
 def resolve_resume(work_dir: str,
-                   resume: Optional[str]) -> Tuple[bool, Optional[str]]:
+                   resume: Optional[str],
+                   overwrite: bool = False) -> Tuple[bool, Optional[str]]:
     """Check a ``--resume`` request before anything starts.
+
+    A fresh run (no ``resume``) into a work dir that holds an earlier
+    run's checkpoints (``last_checkpoint`` or a ``*.pth``) is refused:
+    mmengine would replace ``iter_N.pth`` / ``epoch_N.pth`` and
+    ``last_checkpoint`` one by one, leaving a mix of both runs. The user
+    chooses: ``--resume`` continues that run, ``overwrite`` starts over.
 
     Args:
         work_dir: The run's work dir.
         resume: ``None`` (no ``--resume``), ``'auto'`` (the latest
             checkpoint of the work dir) or a checkpoint path.
+        overwrite: Start a fresh run even over an earlier run's
+            checkpoints (``tools/train.py --overwrite``).
 
     Returns:
         ``(resume, note)``: whether the Runner resumes, and a warning to
         show when it does not although asked to (no checkpoint in the work
-        dir), or when a fresh run will overwrite an earlier run's
-        checkpoints.
+        dir), or what ``overwrite`` allows.
 
     Raises:
+        EarlierRunError: A fresh run over an earlier run's checkpoints
+            without ``overwrite``; names the checkpoint and both options.
         FileNotFoundError: If ``resume`` is a local path that does not
             exist, or ``last_checkpoint`` names a missing file.
         IsADirectoryError: If ``resume`` is a folder.
@@ -179,13 +204,21 @@ def resolve_resume(work_dir: str,
         with open(pointer) as f:
             latest = f.read().strip() or None
     if resume is None:
-        if latest is None:
+        earlier = _earlier_checkpoint(work_dir, latest)
+        if earlier is None:
             return False, None
+        if not overwrite:
+            raise EarlierRunError(
+                f'{work_dir} holds the checkpoints of an earlier run '
+                f'({earlier}); a fresh run would overwrite them: pass '
+                '--resume to continue that run, --overwrite to start from '
+                'the beginning and overwrite them, or use another '
+                '--work-dir')
         return False, (
-            f'{work_dir} holds the checkpoints of an earlier run '
-            f'(last_checkpoint: {latest}); this run starts from the '
-            'beginning and overwrites checkpoints of the same name; pass '
-            '--resume to continue that run instead')
+            f'--overwrite: this run starts from the beginning in {work_dir}, '
+            f'which holds the checkpoints of an earlier run ({earlier}): '
+            'each checkpoint this run saves replaces the earlier one of the '
+            'same name, and last_checkpoint will name this run\'s')
     if resume != 'auto':
         if '://' not in resume:  # remote stores: mmengine's backend reads
             if osp.isdir(resume):

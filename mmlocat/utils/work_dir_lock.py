@@ -24,7 +24,7 @@ import socket
 import time
 from typing import Optional, Tuple
 
-__all__ = ['WorkDirLock', 'WorkDirBusyError', 'LOCK_NAME']
+__all__ = ['WorkDirLock', 'WorkDirBusyError', 'LOCK_NAME', 'pid_alive']
 
 #: The lock file's name inside the work dir.
 LOCK_NAME = 'train.lock'
@@ -46,7 +46,8 @@ def _start_time(pid: int) -> Optional[str]:
     return stat[stat.rindex(')') + 2:].split()[19]
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (any owner)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -173,7 +174,7 @@ class WorkDirLock:
         if holder.get('host') != socket.gethostname():
             return None
         pid = int(holder.get('pid', -1))
-        if pid <= 0 or not _alive(pid):
+        if pid <= 0 or not pid_alive(pid):
             return f'its process {pid} is gone'
         recorded, now = holder.get('start_time'), _start_time(pid)
         if recorded and now and recorded != now:

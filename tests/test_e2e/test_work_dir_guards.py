@@ -8,9 +8,12 @@
   starts; ``--resume`` that finds no checkpoint says so on stderr and in
   the log before training starts, instead of mmengine's "Auto resumed from
   the latest checkpoint None"; a fresh run over an earlier run's
-  checkpoints warns that it overwrites them.
+  checkpoints is refused, naming the checkpoint, ``--resume`` and
+  ``--overwrite`` (issue 33; it used to warn and overwrite them), and
+  proceeds with either option.
 """
 import glob
+import hashlib
 import os
 import os.path as osp
 import socket
@@ -102,7 +105,12 @@ def test_resume_path_that_does_not_exist_fails_first(config, tmp_path,
 
 
 @pytest.mark.timeout(600)
-def test_resume_without_checkpoint_and_overwrite_warn_up_front(
+def _sha256(path: str) -> str:
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_resume_without_checkpoint_warns_and_overwrite_is_refused(
         config, tmp_path, repo_root, subprocess_env):
     work = str(tmp_path / 'work')
     proc = _train(config, work, subprocess_env, repo_root, '--resume')
@@ -121,13 +129,39 @@ def test_resume_without_checkpoint_and_overwrite_warn_up_front(
     assert 'WARNING' in lines[at] and at < first_iter
     assert osp.isfile(osp.join(work, 'iter_2.pth'))
 
-    # a fresh run into that work dir: warned that it overwrites
+    # a fresh run into that work dir: refused before anything starts,
+    # the earlier run's files byte-identical
+    ckpt = osp.join(work, 'iter_2.pth')
+    before = {
+        name: _sha256(osp.join(work, name))
+        for name in os.listdir(work) if osp.isfile(osp.join(work, name))
+    }
     proc = _train(config, work, subprocess_env, repo_root)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert _last_line(proc.stderr) == (
+        f'train.py: error: {work} holds the checkpoints of an earlier run '
+        f'({ckpt}); a fresh run would overwrite them: pass --resume to '
+        'continue that run, --overwrite to start from the beginning and '
+        'overwrite them, or use another --work-dir')
+    assert {
+        name: _sha256(osp.join(work, name))
+        for name in os.listdir(work) if osp.isfile(osp.join(work, name))
+    } == before
+
+    # --overwrite: starts over, saying what it allows
+    proc = _train(config, work, subprocess_env, repo_root, '--overwrite')
     assert proc.returncode == 0, proc.stderr[-3000:]
     ours = [line for line in proc.stderr.splitlines() if 'train.py' in line]
     assert ours == [
-        f'train.py: warning: {work} holds the checkpoints of an earlier run '
-        f'(last_checkpoint: {work}/iter_2.pth); this run starts from the '
-        'beginning and overwrites checkpoints of the same name; pass '
-        '--resume to continue that run instead'
+        f'train.py: warning: --overwrite: this run starts from the beginning '
+        f'in {work}, which holds the checkpoints of an earlier run ({ckpt}): '
+        'each checkpoint this run saves replaces the earlier one of the same '
+        "name, and last_checkpoint will name this run's"
     ]
+    assert _sha256(ckpt) != before['iter_2.pth']  # the new run's
+
+    # --resume: continues that run (already at its last iteration)
+    proc = _train(config, work, subprocess_env, repo_root, '--resume')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f'Auto resumed from the latest checkpoint {ckpt}.' in proc.stdout
+    assert 'resumed epoch: 0, iter: 2' in proc.stdout

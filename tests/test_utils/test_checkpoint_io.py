@@ -17,7 +17,8 @@ import torch
 from safetensors.torch import save_file
 
 from mmlocat.utils.checkpoint_io import (CheckpointWriteError, read_checkpoint,
-                                         read_state_dict, run_cli,
+                                         read_state_dict,
+                                         remove_stale_temporaries, run_cli,
                                          save_checkpoint, save_converted,
                                          sniff_checkpoint, write_atomic)
 
@@ -328,3 +329,105 @@ def test_read_checkpoint_allows_extra_types_for_one_read(tmp_path):
                                               torch.ones(2))
     with pytest.raises(ValueError, match='objects other than tensors'):
         read_checkpoint(path)
+
+
+# -- temporary files of interrupted writes (issue 33) -----------------------
+_WRITER = '''
+import os, signal, sys
+from mmlocat.utils.checkpoint_io import write_atomic
+
+def write(f):
+    f.write(b'x' * 65536)
+    f.flush()
+    os.kill(os.getpid(), getattr(signal, sys.argv[2]))
+
+write_atomic(sys.argv[1], write)
+'''
+
+
+def _killed_writer(path: str, signame: str, env) -> int:
+    """A process killed by ``signame`` in the middle of
+    ``write_atomic(path)``; returns its exit status."""
+    proc = subprocess.run([sys.executable, '-c', _WRITER, path, signame],
+                          env=env,
+                          capture_output=True,
+                          text=True,
+                          timeout=120)
+    return proc.returncode
+
+
+def test_sigterm_during_a_write_leaves_no_temporary_file(
+        tmp_path, subprocess_env):
+    """SIGTERM (default action: die) during the write: the process exits
+    with 143 through SystemExit and removes its temporary file."""
+    path = str(tmp_path / 'model.pth')
+    assert _killed_writer(path, 'SIGTERM', subprocess_env) == 143
+    assert _leftovers(tmp_path) == [] and not osp.exists(path)
+
+
+def test_kill_9_leftover_is_removed_by_the_next_write(tmp_path,
+                                                      subprocess_env):
+    """What only ``kill -9`` leaves (a hidden temporary file of the
+    checkpoint's size) is removed by the next write of that file, with one
+    log line naming it, its size and the dead pid."""
+    path = str(tmp_path / 'iter_4.pth')
+    assert _killed_writer(path, 'SIGKILL', subprocess_env) == -9
+    (leftover, ) = _leftovers(tmp_path)
+    pid = int(leftover.split('.')[-3])  # .iter_4.pth.PID.HEX.tmp
+    full = str(tmp_path / leftover)
+    assert osp.getsize(full) == 65536 and not osp.exists(path)
+    # the next run comes later than STALE_AFTER_S
+    os.utime(full, (1, 1))
+    lines = []
+
+    class _Logger:
+        warning = lines.append
+
+    assert remove_stale_temporaries(path, _Logger) == [full]
+    assert lines == [
+        f'removed {full} (64.0 kB), the temporary file of an interrupted '
+        f'write of {path} by process {pid}, which is not running on this host'
+    ]
+    assert _leftovers(tmp_path) == []
+
+    # and write_atomic itself does it
+    assert _killed_writer(path, 'SIGKILL', subprocess_env) == -9
+    (leftover, ) = _leftovers(tmp_path)
+    os.utime(tmp_path / leftover, (1, 1))
+    save_checkpoint(_tensors(), path)
+    assert _leftovers(tmp_path) == [] and read_state_dict(path)
+
+
+def test_live_recent_and_other_files_temporaries_are_kept(tmp_path):
+    path = str(tmp_path / 'iter_4.pth')
+    dead = subprocess.Popen([sys.executable, '-c', 'pass'])
+    dead.wait()  # reaped: its pid names no process
+    old = (1, 1)
+
+    def temp(name: str, when=old) -> str:
+        full = str(tmp_path / name)
+        with open(full, 'wb') as f:
+            f.write(b'x' * 10)
+        if when is not None:
+            os.utime(full, when)
+        return full
+
+    stale = temp(f'.iter_4.pth.{dead.pid}.0badc0de.tmp')
+    # lastclip2mmlocat.py's own temporaries have no random part
+    stale_plain = temp(f'.iter_4.pth.{dead.pid}.tmp')
+    live = temp(f'.iter_4.pth.{os.getppid()}.12345678.tmp')
+    recent = temp(f'.iter_4.pth.{dead.pid}.abcdef01.tmp', when=None)
+    other = temp(f'.iter_40.pth.{dead.pid}.0badc0de.tmp')
+    user = temp(f'.iter_4.pth.{dead.pid}.notes.tmp')
+    lines = []
+
+    class _Logger:
+        warning = lines.append
+
+    assert remove_stale_temporaries(path,
+                                    _Logger) == sorted([stale, stale_plain])
+    assert sorted(_leftovers(tmp_path)) == sorted(
+        osp.basename(p) for p in (live, recent, other, user))
+    (kept, ) = [line for line in lines if line.startswith('kept')]
+    assert kept.startswith(f'kept {recent} (10 bytes), the temporary file of')
+    assert ' s ago (a write on another host of a shared file system?)' in kept

@@ -2,14 +2,16 @@
 is optional, the unformatted dump is the same loadable config); what
 tools/train.py adds for resumable training; --resume checks; the rank a
 launcher gives before any process group exists."""
+import os
 import os.path as osp
 
 import pytest
 from mmengine.config import Config
 
-from mmlocat.utils.launch import (FORMAT_ENV, add_vocabulary_record_hook,
-                                  launcher_rank, load_config,
-                                  make_training_resumable, resolve_resume)
+from mmlocat.utils.launch import (FORMAT_ENV, EarlierRunError,
+                                  add_vocabulary_record_hook, launcher_rank,
+                                  load_config, make_training_resumable,
+                                  resolve_resume)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 # an mmseg-based and an mmdet-based shipped config (bases, custom_imports)
@@ -147,10 +149,20 @@ def test_resolve_resume(tmp_path):
     (tmp_path / 'last_checkpoint').write_text(str(ckpt))
     assert resolve_resume(work, 'auto') == (True, None)
     assert resolve_resume(work, str(ckpt)) == (True, None)
-    resume, note = resolve_resume(work, None)
+    # a fresh run over them: refused (it used to warn), naming the
+    # checkpoint and both ways on; --overwrite says what it allows
+    with pytest.raises(EarlierRunError) as info:
+        resolve_resume(work, None)
+    assert str(info.value) == (
+        f'{work} holds the checkpoints of an earlier run ({ckpt}); a fresh '
+        'run would overwrite them: pass --resume to continue that run, '
+        '--overwrite to start from the beginning and overwrite them, or use '
+        'another --work-dir')
+    resume, note = resolve_resume(work, None, overwrite=True)
     assert not resume and note.startswith(
-        f'{work} holds the checkpoints of an earlier run (last_checkpoint: '
-        f'{ckpt}); this run starts from the beginning')
+        f'--overwrite: this run starts from the beginning in {work}, which '
+        f'holds the checkpoints of an earlier run ({ckpt}): each checkpoint '
+        'this run saves replaces the earlier one of the same name')
     ckpt.unlink()
     with pytest.raises(FileNotFoundError, match='which does not exist'):
         resolve_resume(work, 'auto')
@@ -167,3 +179,21 @@ def test_launcher_rank(monkeypatch):
     assert launcher_rank('pytorch') == 3
     assert launcher_rank('slurm') == 5
     assert launcher_rank('mpi') == 7
+
+
+def test_fresh_run_over_checkpoints_without_last_checkpoint(tmp_path):
+    """A ``*.pth`` alone (``last_checkpoint`` deleted, or an interval
+    checkpoint of a run that never wrote it) also counts: the newest one
+    is named."""
+    work = str(tmp_path)
+    old, new = tmp_path / 'iter_2.pth', tmp_path / 'iter_4.pth'
+    old.write_bytes(b'a')
+    new.write_bytes(b'b')
+    os.utime(old, (1, 1))
+    with pytest.raises(EarlierRunError, match=r'earlier run \(.*iter_4.pth\)'):
+        resolve_resume(work, None)
+    assert resolve_resume(work, None, overwrite=True)[0] is False
+    (tmp_path / 'notes.txt').write_text('x')  # not a checkpoint
+    old.unlink()
+    new.unlink()
+    assert resolve_resume(work, None) == (False, None)

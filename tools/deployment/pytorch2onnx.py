@@ -23,6 +23,7 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis.cli import add_model_options
 from mmlocat.apis.onnx_export import build_export_model, export_onnx, run_onnx
 from mmlocat.utils.checkpoint_io import run_cli
+from mmlocat.utils.output_guard import refuse_output_over_input
 
 
 def parse_args() -> argparse.Namespace:
@@ -59,6 +60,10 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    refuse_output_over_input({'--out': args.out}, {
+        'CONFIG': args.config,
+        'CHECKPOINT': args.checkpoint
+    })
     module, _ = build_export_model(args.config, args.checkpoint,
                                    args.cfg_options)
     export_onnx(

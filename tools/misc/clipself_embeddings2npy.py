@@ -33,7 +33,9 @@ import os.path as osp
 from mmlocat.text import (names_from_annotations, read_class_names,
                           read_clipself_embeddings, save_base_classes,
                           save_text_embeddings)
+from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import run_cli
+from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.provenance import file_sha256
 
 
@@ -80,6 +82,15 @@ def main() -> None:
     if args.ann_file and args.base_class_names:
         raise SystemExit('clipself_embeddings2npy: error: give --ann-file '
                          'or --base-class-names, not both')
+    outputs = embedding_files(
+        args.out, 'OUT', base=bool(args.ann_file or args.base_class_names))
+    refuse_output_over_input(
+        outputs, {
+            'SRC': args.src,
+            '--class-names': args.class_names,
+            '--ann-file': args.ann_file,
+            '--base-class-names': args.base_class_names
+        })
     names = read_class_names(args.class_names)
     base = None
     if args.ann_file:

@@ -70,7 +70,9 @@ from mmlocat.text import (PROMPT_STYLES, TEMPLATE_SETS, encoder_record,
                           read_class_names, register_model_config,
                           save_base_classes, write_text_embeddings,
                           zero_shot_class_name_lines, zero_shot_classes)
+from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import run_cli
+from mmlocat.utils.output_guard import refuse_output_over_input
 
 
 def parse_args(argv=None):
@@ -149,6 +151,14 @@ def seg_config_recipe(args: argparse.Namespace, cfg) -> None:
 
 def main():
     args = parse_args()
+    refuse_output_over_input(
+        embedding_files(args.out, 'OUT', base=bool(args.ann_file)), {
+            '--pretrained': args.pretrained,
+            '--names': args.names,
+            '--ann-file': args.ann_file,
+            '--seg-config': args.seg_config,
+            '--model-config': args.model_config
+        })
     base = lines = None
     if args.ann_file:
         with open(args.ann_file, encoding='utf-8') as f:

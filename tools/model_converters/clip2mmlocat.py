@@ -37,6 +37,7 @@ from mmlocat.utils.converters.clip import (check_openai_archive_act,
                                            check_tower_config,
                                            clip_tower_settings,
                                            open_clip_model_config)
+from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.provenance import clip_provenance, text_provenance
 
 
@@ -80,6 +81,11 @@ def tower_record(args: argparse.Namespace) -> tuple:
 
 def main() -> None:
     args = parse_args()
+    refuse_output_over_input(
+        dict(DST=args.dst), {
+            'SRC': args.src,
+            '--model-config': args.model_config
+        })
     try:
         cfg, record, text_act = tower_record(args)
         source, kind = read_clip_state_dict(args.src)

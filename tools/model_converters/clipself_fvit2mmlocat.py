@@ -33,11 +33,13 @@ import torch
 from mmlocat.datasets.vocabulary_record import VOCABULARY_KEY, file_record
 from mmlocat.text import (BACKGROUND, load_text_embeddings, read_class_names,
                           save_text_embeddings)
+from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import (read_checkpoint,
                                          refuse_nonfinite_weights, run_cli,
                                          save_converted)
 from mmlocat.utils.converters.clipself_fvit import (clipself_fvit_weights,
                                                     tensor_sha256)
+from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.provenance import file_sha256
 
 #: The role of mmlocat.FViT's class embeddings in ``meta['vocabulary']``
@@ -112,6 +114,15 @@ def main() -> None:
     if bool(args.export_embeddings) != bool(args.class_names):
         raise SystemExit('clipself_fvit2mmlocat: error: --export-embeddings '
                          'and --class-names go together')
+    outputs = dict(DST=args.dst)
+    if args.export_embeddings:
+        outputs.update(
+            embedding_files(args.export_embeddings, '--export-embeddings'))
+    inputs = {'SRC': args.src, '--class-names': args.class_names}
+    if args.text_embeddings:
+        inputs.update(
+            embedding_files(args.text_embeddings, '--text-embeddings'))
+    refuse_output_over_input(outputs, inputs)
     weights = clipself_fvit_weights(
         read_checkpoint(args.src), args.src, args.rope_pt_seq_len)
     refuse_nonfinite_weights(weights.state_dict, args.src)

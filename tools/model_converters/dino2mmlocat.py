@@ -31,6 +31,7 @@ from mmlocat.utils.checkpoint_io import (read_checkpoint,
                                          save_converted)
 from mmlocat.utils.converters import (DINO_CHECKPOINT_KEYS, convert_dino,
                                       dino_backbone_weights)
+from mmlocat.utils.output_guard import refuse_output_over_input
 
 
 def parse_args() -> argparse.Namespace:
@@ -52,6 +53,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    refuse_output_over_input(dict(DST=args.dst), dict(SRC=args.src))
     # a DINO training checkpoint pickles its argparse arguments
     weights = dino_backbone_weights(
         read_checkpoint(args.src, safe_globals=[Namespace]),

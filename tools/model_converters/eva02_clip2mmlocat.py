@@ -33,6 +33,7 @@ from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
 from mmlocat.utils.converters import convert_eva02_clip
 from mmlocat.utils.converters.clip import (clip_tower_settings,
                                            open_clip_model_config)
+from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.provenance import clip_provenance, text_provenance
 
 
@@ -75,6 +76,11 @@ def model_settings(args: argparse.Namespace) -> tuple:
 
 def main() -> None:
     args = parse_args()
+    refuse_output_over_input(
+        dict(DST=args.dst), {
+            'SRC': args.src,
+            '--model-config': args.model_config
+        })
     try:
         name, text_act = model_settings(args)
         record = clip_provenance(name, args.src)

@@ -18,6 +18,7 @@ import os.path as osp
 from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
                                          save_checkpoint)
 from mmlocat.utils.converters import convert_torchvision_vit
+from mmlocat.utils.output_guard import refuse_output_over_input
 
 
 def parse_args() -> argparse.Namespace:
@@ -30,6 +31,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    refuse_output_over_input(dict(DST=args.dst), dict(SRC=args.src))
     state_dict = convert_torchvision_vit(read_state_dict(args.src))
     save_checkpoint(
         state_dict,

@@ -24,7 +24,9 @@ import os.path as osp
 from mmlocat.models.clip.export import (export_image_tower, export_text_tower,
                                         load_training_checkpoint,
                                         text_is_trained)
-from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
+from mmlocat.utils.checkpoint_io import (remove_stale_temporaries, run_cli,
+                                         save_checkpoint)
+from mmlocat.utils.output_guard import refuse_output_over_input
 
 
 def parse_args() -> argparse.Namespace:
@@ -53,6 +55,13 @@ def _temporary(path: str) -> str:
 
 def main() -> None:
     args = parse_args()
+    refuse_output_over_input({
+        'DST': args.dst,
+        '--text-out': args.text_out
+    }, dict(SRC=args.src))
+    for target in (args.dst, args.text_out):
+        if target:  # what a killed run of this tool left
+            remove_stale_temporaries(target)
     written = []
     try:
         checkpoint = load_training_checkpoint(args.src)
@@ -71,7 +80,7 @@ def main() -> None:
         image_file = _temporary(args.dst)
         save_checkpoint(state_dict, image_file, meta=meta)
         written.append((image_file, args.dst))
-    except Exception as err:
+    except BaseException as err:  # also KeyboardInterrupt, SystemExit
         for path, _ in written:
             os.remove(path)
         if isinstance(err, (FileNotFoundError, ValueError)):

@@ -17,6 +17,7 @@ from mmlocat.utils.checkpoint_io import (read_state_dict, run_cli,
                                          save_checkpoint)
 from mmlocat.utils.converters import (GAUG_KEY, convert_vit_to_locat,
                                       detect_vit_format)
+from mmlocat.utils.output_guard import refuse_output_over_input
 
 
 def parse_args() -> argparse.Namespace:
@@ -28,6 +29,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    refuse_output_over_input(dict(DST=args.dst), dict(SRC=args.src))
     state_dict = read_state_dict(args.src)
     fmt = detect_vit_format(state_dict)
     converted = convert_vit_to_locat(state_dict)
