@@ -14,6 +14,7 @@ from mmengine.registry import MODEL_WRAPPERS as MMENGINE_MODEL_WRAPPERS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import \
     OPTIM_WRAPPER_CONSTRUCTORS as MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS
+from mmengine.registry import RUNNERS as MMENGINE_RUNNERS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
 from mmengine.registry import \
@@ -23,7 +24,7 @@ from mmengine.registry import Registry
 __all__ = [
     'MODELS', 'DATASETS', 'TRANSFORMS', 'METRICS', 'HOOKS',
     'OPTIM_WRAPPER_CONSTRUCTORS', 'VISUALIZERS', 'MODEL_WRAPPERS',
-    'WEIGHT_INITIALIZERS', 'LOOPS'
+    'WEIGHT_INITIALIZERS', 'LOOPS', 'RUNNERS'
 ]
 
 MODELS = Registry(
@@ -76,3 +77,8 @@ WEIGHT_INITIALIZERS = Registry(
     parent=MMENGINE_WEIGHT_INITIALIZERS,
     scope='mmlocat',
     locations=['mmlocat.models'])
+RUNNERS = Registry(
+    'runner',
+    parent=MMENGINE_RUNNERS,
+    scope='mmlocat',
+    locations=['mmlocat.engine'])

@@ -32,10 +32,8 @@ from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.vocabulary_record import ALLOW_OPTION, check_vocabulary
-from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.launch import (add_weights_only_checkpoint_hook,
-                                  load_config, setup_cpu_distributed)
+from mmlocat.utils.launch import load_config, setup_cpu_distributed
 from mmlocat.utils.pretrained import (LoadedWeights, ModelCheckpoint,
                                       load_model_weights)
 
@@ -155,7 +153,6 @@ def main() -> None:
     # resume=True and no load_from it would load work_dir's latest)
     cfg.load_from = None
     cfg.resume = False
-    add_weights_only_checkpoint_hook(cfg)  # for loads a config's hooks make
     if args.show or args.show_dir:
         enable_visualization(cfg, args)
 
@@ -188,7 +185,6 @@ def main() -> None:
 
     run_cli('test.py', load_and_check)
     runner.register_hook(CheckpointToHooks(loaded[0], load))
-    guard_runner_data(runner, 'raise')
     if args.out is not None:
         runner.test_evaluator.metrics.append(
             DumpResults(out_file_path=args.out))

@@ -1,7 +1,14 @@
 """Train a model with any OpenMMLab host (mmpretrain, mmseg, mmdet).
 
-A thin mmengine Runner wrapper: the config's ``default_scope`` chooses the
-host; importing mmlocat lets ``type='mmlocat.X'`` resolve.
+A thin mmengine Runner wrapper in the hosts' shape: the config's
+``default_scope`` chooses the host, its ``runner_type`` the Runner (mmlocat's
+runtime is ``runner_type = 'mmlocat.MMLocatRunner'``, which every shipped
+recipe inherits; README "The runtime"). The tool adds no hook, loop or
+wrapper. What it does besides building the Runner, each printed when it
+applies: ``--amp`` and ``--on-data-error`` change the config; the work dir
+is locked (rank 0) and a fresh start over an earlier run's checkpoints is
+refused (``--resume`` / ``--overwrite``); ``--check-data`` reads every file
+first; ``--launcher pytorch`` without CUDA starts a gloo process group.
 """
 import argparse
 import contextlib
@@ -16,12 +23,11 @@ from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.dataset_check import check_before_run
-from mmlocat.engine.data_guard import guard_runner_data
+from mmlocat.engine.data_guard import CONFIG_KEY as CHECKED_DATASET_KEY
+from mmlocat.engine.runtime import RUNNER_TYPE
 from mmlocat.utils.checkpoint_io import CheckpointWriteError
-from mmlocat.utils.launch import (add_vocabulary_record_hook, enable_amp,
-                                  launcher_rank, load_config,
-                                  make_training_resumable, resolve_resume,
-                                  setup_cpu_distributed)
+from mmlocat.utils.launch import (enable_amp, launcher_rank, load_config,
+                                  resolve_resume, setup_cpu_distributed)
 from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
 
 
@@ -164,21 +170,38 @@ def main() -> None:
     elif cfg.get('work_dir', None) is None:
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
+    changed = []  # what the convenience flags change, printed
     if args.amp:
         enable_amp(cfg)
+        changed.append('--amp: optim_wrapper.type = AmpOptimWrapper')
+    if args.on_data_error is not None:
+        cfg[CHECKED_DATASET_KEY] = dict(
+            cfg.get(CHECKED_DATASET_KEY, None) or {},
+            on_error=args.on_data_error)
+        changed.append(f'--on-data-error: {CHECKED_DATASET_KEY}.on_error = '
+                       f'{args.on_data_error!r}')
     notes = _resume(cfg, args.resume, args.overwrite)
+    if cfg.get('runner_type', None) != RUNNER_TYPE:
+        notes.append(
+            f'{args.config} does not declare mmlocat\'s runtime '
+            f'(runner_type = {RUNNER_TYPE!r}, README "The runtime"): no '
+            'preemption checkpoint, no exact resume, no atomic checkpoints, '
+            'no data-file checks')
+        if args.on_data_error is not None:
+            _error('--on-data-error needs mmlocat\'s runtime (runner_type = '
+                   f'{RUNNER_TYPE!r} in the config)')
     if args.check_data or cfg.get('check_data', False):
         if not check_before_run(cfg):
             sys.exit(1)
-    make_training_resumable(cfg)
-    add_vocabulary_record_hook(cfg)
     # rank 0 alone guards the work dir; the others wait for it in the
     # process group (and the launcher ends them if it refuses)
     lock = _lock(cfg.work_dir) if launcher_rank(args.launcher) == 0 else None
     if lock is not None and lock.stale is not None:
         notes.append(f'took over {lock.path} of pid {lock.stale.get("pid")} '
                      f'on {lock.stale.get("host")}: {lock.stale["reason"]}')
-    if lock is not None:  # one copy of each warning, first thing
+    if lock is not None:  # one copy of each line, first thing
+        for line in changed:
+            print(f'train.py: {line}', file=sys.stderr)
         for note in notes:
             print(f'train.py: warning: {note}', file=sys.stderr)
     try:
@@ -188,7 +211,6 @@ def main() -> None:
                 runner = RUNNERS.build(cfg)
             else:
                 runner = Runner.from_cfg(cfg)
-            guard_runner_data(runner, args.on_data_error)
             for note in notes:
                 runner.logger.warning(note)
             runner.train()

@@ -15,7 +15,9 @@
 #   dataset=dict(type='mmlocat.CocoBoxesDataset', data_root=...,
 #                ann_file='annotations/xxx.json',
 #                data_prefix=dict(img_path='images/'), pipeline=...)
-_base_ = ['mmpretrain::_base_/default_runtime.py']
+_base_ = [
+    'mmpretrain::_base_/default_runtime.py', '../_base_/mmlocat_runtime.py'
+]
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
 default_scope = 'mmpretrain'

@@ -1,7 +1,7 @@
 # F-ViT, frozen OpenAI CLIP ViT-B/16 (plain weights), OV-COCO.
 _base_ = [
-    'mmdet::_base_/default_runtime.py', './_base_/fvit_clip-b16.py',
-    './_base_/ov-coco_lsj-640.py'
+    'mmdet::_base_/default_runtime.py', '../_base_/mmlocat_runtime.py',
+    './_base_/fvit_clip-b16.py', './_base_/ov-coco_lsj-640.py'
 ]
 model = dict(
     # F-ViT pads training batches to the fixed crop size after

@@ -1,8 +1,8 @@
 # F-ViT, frozen OpenAI CLIP ViT-B/16 (plain weights), OV-LVIS, with a
 # class-agnostic FCN mask head.
 _base_ = [
-    'mmdet::_base_/default_runtime.py', './_base_/fvit_clip-b16.py',
-    './_base_/ov-lvis_lsj-1024.py'
+    'mmdet::_base_/default_runtime.py', '../_base_/mmlocat_runtime.py',
+    './_base_/fvit_clip-b16.py', './_base_/ov-lvis_lsj-1024.py'
 ]
 model = dict(
     # F-ViT pads training batches to the fixed crop size after

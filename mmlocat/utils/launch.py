@@ -1,4 +1,8 @@
-"""Launcher helpers shared by ``tools/train.py`` and ``tools/test.py``."""
+"""Launcher helpers shared by ``tools/train.py`` and ``tools/test.py``.
+
+What a run gets from its config (hooks, loops, data checks) is
+:mod:`mmlocat.engine.runtime`; these are what only a launcher can do.
+"""
 import glob
 import os
 import os.path as osp
@@ -9,10 +13,8 @@ import torch.distributed as dist
 from mmengine.config import Config
 
 __all__ = [
-    'setup_cpu_distributed', 'enable_amp', 'load_config', 'add_rng_state_hook',
-    'add_weights_only_checkpoint_hook', 'make_training_resumable',
-    'add_vocabulary_record_hook', 'resolve_resume', 'launcher_rank',
-    'EarlierRunError'
+    'setup_cpu_distributed', 'enable_amp', 'load_config', 'resolve_resume',
+    'launcher_rank', 'EarlierRunError'
 ]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
@@ -82,77 +84,6 @@ def load_config(path: str) -> Config:
             env_variables=cfg.env_variables,
             format_python_code=False)
     return cfg
-
-
-def _add_custom_hook(cfg: Config, name: str) -> None:
-    """Append ``mmlocat.NAME`` to ``custom_hooks`` unless it is there."""
-    hooks = list(cfg.get('custom_hooks', None) or [])
-    if any(str(h.get('type', '')).split('.')[-1] == name for h in hooks):
-        return
-    hooks.append(dict(type=f'mmlocat.{name}'))
-    cfg.custom_hooks = hooks
-
-
-def add_rng_state_hook(cfg: Config) -> None:
-    """Add :class:`mmlocat.engine.RNGStateHook` unless the config has it.
-
-    Checkpoints then carry the random-generator state and ``--resume``
-    continues bit-identically.
-    """
-    _add_custom_hook(cfg, 'RNGStateHook')
-
-
-def add_weights_only_checkpoint_hook(cfg: Config) -> None:
-    """Add :class:`mmlocat.engine.WeightsOnlyCheckpointHook` unless the
-    config has it: the run's checkpoints are written, and read
-    (``load_from``, ``--resume``), under torch's weights-only loading."""
-    _add_custom_hook(cfg, 'WeightsOnlyCheckpointHook')
-
-
-def add_vocabulary_record_hook(cfg: Config) -> None:
-    """Add :class:`mmlocat.engine.VocabularyRecordHook` unless the config
-    has it: checkpoints then record the text-embedding files the model was
-    trained with, which ``tools/test.py`` / ``tools/infer.py`` check."""
-    _add_custom_hook(cfg, 'VocabularyRecordHook')
-
-
-# mmengine's own classes, which the mmlocat subclasses replace one to one
-_PLAIN_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook')
-_PLAIN_EPOCH_LOOP = ('EpochBasedTrainLoop', 'mmengine.EpochBasedTrainLoop')
-
-
-def make_training_resumable(cfg: Config) -> None:
-    """What ``tools/train.py`` adds so an interrupted run resumes exactly.
-
-    * :class:`mmlocat.engine.RNGStateHook` (random state in checkpoints);
-    * :class:`mmlocat.engine.PreemptionHook` (SIGTERM / SIGUSR1 save a
-      checkpoint at the next iteration, then exit; slurm requeue);
-    * :class:`mmlocat.engine.WeightsOnlyCheckpointHook` (checkpoints that
-      torch's weights-only loading reads, and read them in the run);
-    * ``default_hooks.checkpoint``: mmengine's ``CheckpointHook`` becomes
-      :class:`mmlocat.engine.AtomicCheckpointHook` (same arguments;
-      complete-or-absent files, ``last_checkpoint`` only after);
-    * ``train_cfg``: mmengine's epoch-based loop becomes
-      :class:`mmlocat.engine.ResumableEpochBasedTrainLoop` (same
-      arguments; resumes inside an epoch).
-
-    A hook or loop of another type that the config names is kept as is.
-    """
-    add_rng_state_hook(cfg)
-    _add_custom_hook(cfg, 'PreemptionHook')
-    add_weights_only_checkpoint_hook(cfg)
-    checkpoint = (cfg.get('default_hooks', None) or {}).get('checkpoint')
-    if checkpoint is not None and checkpoint.get(
-            'type', None) in _PLAIN_CHECKPOINT_HOOK:
-        checkpoint['type'] = 'mmlocat.AtomicCheckpointHook'
-    train_cfg = cfg.get('train_cfg', None)
-    if not train_cfg:
-        return
-    loop = train_cfg.get('type', None)
-    if loop in _PLAIN_EPOCH_LOOP or (loop is None
-                                     and train_cfg.get('by_epoch', False)):
-        train_cfg.pop('by_epoch', None)
-        train_cfg['type'] = 'mmlocat.ResumableEpochBasedTrainLoop'
 
 
 class EarlierRunError(FileExistsError):

@@ -1,17 +1,14 @@
 """Launch helpers: load_config (yapf formatting of the tools' config text
-is optional, the unformatted dump is the same loadable config); what
-tools/train.py adds for resumable training; --resume checks; the rank a
-launcher gives before any process group exists."""
+is optional, the unformatted dump is the same loadable config); --resume
+checks; the rank a launcher gives before any process group exists."""
 import os
 import os.path as osp
 
 import pytest
 from mmengine.config import Config
 
-from mmlocat.utils.launch import (FORMAT_ENV, EarlierRunError,
-                                  add_vocabulary_record_hook, launcher_rank,
-                                  load_config, make_training_resumable,
-                                  resolve_resume)
+from mmlocat.utils.launch import (FORMAT_ENV, EarlierRunError, launcher_rank,
+                                  load_config, resolve_resume)
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 # an mmseg-based and an mmdet-based shipped config (bases, custom_imports)
@@ -56,77 +53,7 @@ def test_bad_value_is_named(monkeypatch):
         load_config(osp.join(REPO, CONFIGS[0]))
 
 
-# -- make_training_resumable / resolve_resume / launcher_rank -------------
-
-# an epoch-based mmpretrain config (by_epoch=True), an mmdet one naming
-# EpochBasedTrainLoop, and an iteration-based mmseg one
-RESUMABLE = {
-    'configs/locat/locat-t_8xb128_in1k.py':
-    'mmlocat.ResumableEpochBasedTrainLoop',
-    'configs/ovd/fvit_clip-b16_ov-coco.py':
-    'mmlocat.ResumableEpochBasedTrainLoop',
-    'configs/locat/upernet_locat-b_ade20k.py': 'IterBasedTrainLoop',
-}
-
-
-@pytest.mark.parametrize('config', sorted(RESUMABLE))
-def test_shipped_configs_become_resumable(config):
-    from mmengine.registry import HOOKS, LOOPS, init_default_scope
-
-    cfg = load_config(osp.join(REPO, config))
-    before = dict(cfg.train_cfg)
-    make_training_resumable(cfg)
-    make_training_resumable(cfg)  # idempotent: nothing added twice
-    hooks = [h['type'] for h in cfg.custom_hooks]
-    assert hooks.count('mmlocat.RNGStateHook') == 1
-    assert hooks.count('mmlocat.PreemptionHook') == 1
-    assert hooks.count('mmlocat.WeightsOnlyCheckpointHook') == 1
-    assert cfg.default_hooks.checkpoint.type == 'mmlocat.AtomicCheckpointHook'
-    loop = RESUMABLE[config]
-    if loop.startswith('mmlocat.'):
-        assert cfg.train_cfg.type == loop
-        assert 'by_epoch' not in cfg.train_cfg
-        rest = {
-            k: v
-            for k, v in before.items() if k not in ('by_epoch', 'type')
-        }
-        assert {k: v for k, v in cfg.train_cfg.items() if k != 'type'} == rest
-    else:
-        assert cfg.train_cfg == before  # not an epoch loop: untouched
-    # the names resolve from the host's scope, as the Runner builds them
-    init_default_scope(cfg.default_scope)
-    for name in (*hooks, cfg.default_hooks.checkpoint.type):
-        assert HOOKS.get(name) is not None, name
-    if loop.startswith('mmlocat.'):
-        assert LOOPS.get(loop).__name__ == loop.split('.')[1]
-
-
-def test_vocabulary_record_hook_is_added_once():
-    cfg = Config(dict(custom_hooks=[dict(type='mmlocat.RNGStateHook')]))
-    add_vocabulary_record_hook(cfg)
-    add_vocabulary_record_hook(cfg)
-    assert cfg.custom_hooks == [
-        dict(type='mmlocat.RNGStateHook'),
-        dict(type='mmlocat.VocabularyRecordHook')
-    ]
-    from mmlocat.registry import HOOKS
-    assert HOOKS.get('VocabularyRecordHook') is not None
-
-
-def test_other_loops_and_hooks_are_kept():
-    cfg = Config(
-        dict(
-            train_cfg=dict(type='mmdet.MyLoop', max_epochs=2),
-            default_hooks=dict(checkpoint=dict(type='MyCheckpointHook')),
-            custom_hooks=[dict(type='mmlocat.PreemptionHook', requeue=False)]))
-    make_training_resumable(cfg)
-    assert cfg.train_cfg.type == 'mmdet.MyLoop'
-    assert cfg.default_hooks.checkpoint.type == 'MyCheckpointHook'
-    assert cfg.custom_hooks == [
-        dict(type='mmlocat.PreemptionHook', requeue=False),
-        dict(type='mmlocat.RNGStateHook'),
-        dict(type='mmlocat.WeightsOnlyCheckpointHook')
-    ]
+# -- resolve_resume / launcher_rank ------------------------------------
 
 
 def test_resolve_resume(tmp_path):

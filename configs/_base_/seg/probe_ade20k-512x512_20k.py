@@ -1,6 +1,7 @@
 _base_ = [
     './probe_model.py', './probe_schedule_20k.py',
-    'mmseg::_base_/datasets/ade20k.py', 'mmseg::_base_/default_runtime.py'
+    'mmseg::_base_/datasets/ade20k.py', 'mmseg::_base_/default_runtime.py',
+    '../mmlocat_runtime.py'
 ]
 # mmseg's visualizer with a legend (tools/test.py --show-dir, tools/infer.py)
 visualizer = dict(type='mmlocat.SegLegendVisualizer')

@@ -4,7 +4,7 @@
 # iterations, then poly decay to iteration 80k; mmseg's runtime.
 _base_ = [
     'mmseg::_base_/schedules/schedule_80k.py',
-    'mmseg::_base_/default_runtime.py'
+    'mmseg::_base_/default_runtime.py', '../mmlocat_runtime.py'
 ]
 # mmseg's visualizer with a legend (tools/test.py --show-dir, tools/infer.py)
 visualizer = dict(type='mmlocat.SegLegendVisualizer')

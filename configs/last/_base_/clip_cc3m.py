@@ -24,7 +24,9 @@
 # CLIP still match the tuned image tower), features gathered over GPUs with
 # gradients (open_clip's --gather-with-grad; its default gathers without:
 # with AdamW both give the same update up to eps).
-_base_ = ['mmpretrain::_base_/default_runtime.py']
+_base_ = [
+    'mmpretrain::_base_/default_runtime.py', '../../_base_/mmlocat_runtime.py'
+]
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
 default_scope = 'mmpretrain'

@@ -4,7 +4,9 @@
 # lr 1e-3 wd 0.3 betas (0.9, 0.95) on every parameter, global batch 4096
 # (8 GPUs x 512), 1% linear warm-up from 0.1 x lr, cosine to 1e-3 x lr,
 # RandomResizedCrop + horizontal flip only, no label smoothing or mixup.
-_base_ = ['mmpretrain::_base_/default_runtime.py']
+_base_ = [
+    'mmpretrain::_base_/default_runtime.py', '../../_base_/mmlocat_runtime.py'
+]
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
 default_scope = 'mmpretrain'

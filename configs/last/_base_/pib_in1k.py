@@ -8,7 +8,9 @@
 # pooling='cls' (mmpretrain's VisionTransformer, output for output: its CLS
 # output is the global token); the pib_last-* leaves change that one option
 # to pooling='lazy_strike'.
-_base_ = ['mmpretrain::_base_/default_runtime.py']
+_base_ = [
+    'mmpretrain::_base_/default_runtime.py', '../../_base_/mmlocat_runtime.py'
+]
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
 default_scope = 'mmpretrain'

@@ -10,7 +10,9 @@
 # (it brings the class-name file and per-dataset scale / threshold as
 # `zero_shot_dataset`) and the embedding file; the LaSt twin its own
 # checkpoint and embedding file.
-_base_ = ['mmseg::_base_/default_runtime.py']
+_base_ = [
+    'mmseg::_base_/default_runtime.py', '../../_base_/mmlocat_runtime.py'
+]
 
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
 # mmseg's visualizer with a legend (tools/test.py --show-dir, tools/infer.py)

@@ -1,0 +1,37 @@
+"""The Runner a config names to get mmlocat's runtime
+(:mod:`mmlocat.engine.runtime`)."""
+import copy
+
+from mmengine.config import Config
+from mmengine.runner import Runner
+
+from mmlocat.registry import RUNNERS
+from .data_guard import guard_runner_data
+from .runtime import apply_runtime
+
+__all__ = ['MMLocatRunner']
+
+
+@RUNNERS.register_module()
+class MMLocatRunner(Runner):
+    """mmengine's ``Runner`` with mmlocat's runtime.
+
+    Declared by ``runner_type = 'mmlocat.MMLocatRunner'`` in a config (the
+    line of ``configs/_base_/mmlocat_runtime.py``); every launcher that
+    honours ``runner_type`` (mmlocat's and the hosts' ``tools/train.py`` /
+    ``tools/test.py``) builds it. :meth:`from_cfg` completes the config with
+    :func:`~mmlocat.engine.runtime.apply_runtime` (each addition is
+    logged; the completed config is what the work dir and the checkpoints
+    record) and wraps the datasets in :class:`mmlocat.CheckedDataset`.
+    Nothing else differs from mmengine's Runner.
+    """
+
+    @classmethod
+    def from_cfg(cls, cfg: Config) -> 'MMLocatRunner':
+        cfg = copy.deepcopy(cfg)
+        applied = apply_runtime(cfg)
+        runner = super().from_cfg(cfg)
+        for line in applied:
+            runner.logger.info(f'mmlocat runtime: {line}')
+        guard_runner_data(runner)
+        return runner

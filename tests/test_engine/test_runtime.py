@@ -1,0 +1,112 @@
+"""mmlocat's runtime (issue 37): what ``runner_type =
+'mmlocat.MMLocatRunner'`` adds to a config, every shipped recipe declaring
+it, and the seed a resumed run takes from its checkpoint."""
+import glob
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from mmlocat.engine.runtime import RUNNER_TYPE, apply_runtime, resumed_seed
+from mmlocat.utils.launch import load_config
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+# an epoch-based mmpretrain config (by_epoch=True), an mmdet one naming
+# EpochBasedTrainLoop, and an iteration-based mmseg one
+RESUMABLE = {
+    'configs/locat/locat-t_8xb128_in1k.py':
+    'mmlocat.ResumableEpochBasedTrainLoop',
+    'configs/ovd/fvit_clip-b16_ov-coco.py':
+    'mmlocat.ResumableEpochBasedTrainLoop',
+    'configs/locat/upernet_locat-b_ade20k.py': 'IterBasedTrainLoop',
+}
+
+
+@pytest.mark.parametrize('config', sorted(RESUMABLE))
+def test_shipped_configs_get_the_runtime(config):
+    from mmengine.registry import HOOKS, LOOPS, init_default_scope
+
+    cfg = load_config(osp.join(REPO, config))
+    before = dict(cfg.train_cfg)
+    assert cfg.runner_type == RUNNER_TYPE  # the runtime base
+    applied = apply_runtime(cfg)
+    assert apply_runtime(cfg) == []  # idempotent: nothing added twice
+    assert len(applied) >= 5  # each change is said
+    hooks = [h['type'] for h in cfg.custom_hooks]
+    assert hooks.count('mmlocat.RNGStateHook') == 1
+    assert hooks.count('mmlocat.PreemptionHook') == 1
+    assert hooks.count('mmlocat.WeightsOnlyCheckpointHook') == 1
+    assert hooks.count('mmlocat.VocabularyRecordHook') == 1
+    assert cfg.default_hooks.checkpoint.type == 'mmlocat.AtomicCheckpointHook'
+    loop = RESUMABLE[config]
+    if loop.startswith('mmlocat.'):
+        assert cfg.train_cfg.type == loop
+        assert 'by_epoch' not in cfg.train_cfg
+        rest = {
+            k: v
+            for k, v in before.items() if k not in ('by_epoch', 'type')
+        }
+        assert {k: v for k, v in cfg.train_cfg.items() if k != 'type'} == rest
+    else:
+        assert cfg.train_cfg == before  # not an epoch loop: untouched
+    # the names resolve from the host's scope, as the Runner builds them
+    init_default_scope(cfg.default_scope)
+    for name in (*hooks, cfg.default_hooks.checkpoint.type):
+        assert HOOKS.get(name) is not None, name
+    if loop.startswith('mmlocat.'):
+        assert LOOPS.get(loop).__name__ == loop.split('.')[1]
+
+
+def test_other_loops_and_hooks_are_kept():
+    cfg = Config(
+        dict(
+            train_cfg=dict(type='mmdet.MyLoop', max_epochs=2),
+            default_hooks=dict(checkpoint=dict(type='MyCheckpointHook')),
+            custom_hooks=[dict(type='mmlocat.PreemptionHook', requeue=False)]))
+    apply_runtime(cfg)
+    assert cfg.train_cfg.type == 'mmdet.MyLoop'
+    assert cfg.default_hooks.checkpoint.type == 'MyCheckpointHook'
+    assert cfg.custom_hooks == [
+        dict(type='mmlocat.PreemptionHook', requeue=False),
+        dict(type='mmlocat.RNGStateHook'),
+        dict(type='mmlocat.WeightsOnlyCheckpointHook'),
+        dict(type='mmlocat.VocabularyRecordHook')
+    ]
+
+
+def test_every_shipped_recipe_declares_the_runtime():
+    """Every config under configs/ (not the bases) has the runtime line,
+    through configs/_base_/mmlocat_runtime.py."""
+    leaves = [
+        f for f in glob.glob(
+            osp.join(REPO, 'configs', '**', '*.py'), recursive=True)
+        if '/_base_/' not in f
+    ]
+    assert len(leaves) > 150
+    missing = [
+        osp.relpath(f, REPO) for f in leaves
+        if Config.fromfile(f).get('runner_type') != RUNNER_TYPE
+    ]
+    assert missing == []
+
+
+def test_a_resumed_run_takes_its_checkpoints_seed(tmp_path):
+    work = tmp_path / 'work'
+    work.mkdir()
+    checkpoint = work / 'iter_4.pth'
+    torch.save(dict(meta=dict(seed=1234), state_dict={}), str(checkpoint))
+    (work / 'last_checkpoint').write_text(str(checkpoint))
+    cfg = Config(dict(work_dir=str(work), resume=True))
+    assert resumed_seed(cfg) == 1234
+    applied = apply_runtime(cfg)
+    assert cfg.randomness.seed == 1234
+    assert any('randomness.seed = 1234' in line for line in applied)
+    # a named checkpoint, the config's own seed, a fresh run
+    assert resumed_seed(Config(dict(resume=True,
+                                    load_from=str(checkpoint)))) == 1234
+    assert resumed_seed(
+        Config(dict(work_dir=str(work), resume=True,
+                    randomness=dict(seed=7)))) is None
+    assert resumed_seed(Config(dict(work_dir=str(work)))) is None
