@@ -10,7 +10,6 @@ import os.path as osp
 import signal
 import sys
 
-from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
@@ -18,10 +17,11 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.dataset_check import check_before_run
 from mmlocat.engine.data_guard import guard_runner_data
 from mmlocat.utils.checkpoint_io import CheckpointWriteError
-from mmlocat.utils.launch import (add_vocabulary_record_hook, enable_amp,
+from mmlocat.utils.launch import (add_cfg_options, add_vocabulary_record_hook,
+                                  check_component_arguments, enable_amp,
                                   launcher_rank, load_config,
-                                  make_training_resumable, resolve_resume,
-                                  setup_cpu_distributed)
+                                  make_training_resumable, merge_cfg_options,
+                                  resolve_resume, setup_cpu_distributed)
 from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
 
 
@@ -50,11 +50,7 @@ def parse_args() -> argparse.Namespace:
         help='a training file that cannot be loaded: stop naming it '
         '(raise, the default) or skip the sample, counted and logged; '
         'default: the config\'s checked_dataset.on_error')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_cfg_options(parser)
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -149,8 +145,10 @@ def main() -> None:
         _error(f'config file not found: {args.config}')
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    try:
+        merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
+    except ValueError as err:
+        _error(str(err))
 
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
@@ -165,6 +163,10 @@ def main() -> None:
             sys.exit(1)
     make_training_resumable(cfg)
     add_vocabulary_record_hook(cfg)
+    try:  # a misspelt hook / loop keyword fails now, not at its first use
+        check_component_arguments(cfg)
+    except ValueError as err:
+        _error(str(err))
     # rank 0 alone guards the work dir; the others wait for it in the
     # process group (and the launcher ends them if it refuses)
     lock = _lock(cfg.work_dir) if launcher_rank(args.launcher) == 0 else None
