@@ -20,8 +20,12 @@ zero-shot segmentor with ``bg_thresh`` keeps it: label 0 is background.
 Images longer than ``--max-side`` (segmentation default 2048) are
 downscaled before the model and their prediction mapped back to the image
 (a segmentor upsamples its logits to the image: 150 classes at 6000x4000
-would need 14.4 GB). Images that cannot be read, or run out of memory, are
-named, skipped and counted; the exit status is then 1. The config's
+would need 14.4 GB). Images that cannot be read (a dangling link), run
+out of memory or fail in the model or the visualizer (a 1x1 image) are
+named, skipped and counted; the others are still predicted and the exit
+status is then 1. ``--out`` must be a folder: an existing file (an input
+image, the checkpoint, the config) is refused before the model is built.
+The config's
 text-embedding files must be those the checkpoint was trained with (its
 ``meta['vocabulary']``; ``--allow-vocabulary-change`` accepts others). See
 ``mmlocat.apis.MMLocatInferencer`` for the same from Python.
@@ -32,6 +36,7 @@ import sys
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import MMLocatInferencer
 from mmlocat.apis.cli import add_model_options
+from mmlocat.apis.inferencer import check_out_dir
 from mmlocat.datasets.vocabulary_record import ALLOW_OPTION
 from mmlocat.utils.checkpoint_io import run_cli
 
@@ -90,12 +95,18 @@ def parse_args() -> argparse.Namespace:
     add_model_options(
         parser,
         alpha=0.5,
-        alpha_help='segmentation / zero-shot segmentation mask opacity')
+        alpha_help='segmentation / zero-shot segmentation mask opacity',
+        new_keys=True)
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    # before the model is built (the inferencer checks the inputs' own
+    # outputs again, once it has listed them)
+    check_out_dir(args.out, [('config', args.config),
+                             ('checkpoint', args.checkpoint)] +
+                  [('input image', path) for path in args.inputs])
     inferencer = MMLocatInferencer(
         args.config,
         args.checkpoint,
@@ -106,6 +117,7 @@ def main() -> None:
         text_model_config=args.text_model_config,
         vocab_cache=args.vocab_cache,
         cfg_options=args.cfg_options,
+        cfg_new_keys=args.cfg_new_keys,
         allow_partial_checkpoint=args.allow_partial_checkpoint,
         allow_vocabulary_change=args.allow_vocabulary_change,
         topk=args.topk,
@@ -121,9 +133,12 @@ def main() -> None:
             f'infer.py: skipped {record["image"]}: {record["reason"]}',
             file=sys.stderr)
     oom = sum(r['reason'].startswith('out of memory') for r in skipped)
+    failed = sum(r['reason'].startswith('failed') for r in skipped)
+    kinds = [f'{oom} out of memory'] if oom else []
+    kinds += [f'{failed} failed'] if failed else []
+    detail = f' ({", ".join(kinds)})' if kinds else ''
     print(f'infer.py: {len(result["predictions"])} image(s) written to '
-          f'{args.out}, {len(skipped)} skipped'
-          f'{f" ({oom} out of memory)" if oom else ""}')
+          f'{args.out}, {len(skipped)} skipped{detail}')
     if skipped:
         sys.exit(1)
 

@@ -23,7 +23,7 @@ import os
 import os.path as osp
 import sys
 
-from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.config import Config, ConfigDict
 from mmengine.evaluator import DumpResults
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
@@ -33,7 +33,9 @@ from mmengine.runner import Runner
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.vocabulary_record import ALLOW_OPTION, check_vocabulary
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.launch import load_config, setup_cpu_distributed
+from mmlocat.utils.launch import (add_cfg_options, check_component_arguments,
+                                  load_config, merge_cfg_options,
+                                  setup_cpu_distributed)
 from mmlocat.utils.pretrained import (LoadedWeights, ModelCheckpoint,
                                       load_model_weights)
 
@@ -65,11 +67,7 @@ def parse_args() -> argparse.Namespace:
         help='evaluate even if the text-embedding / class-name files differ '
         'from those the checkpoint was trained with (its '
         "meta['vocabulary'])")
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_cfg_options(parser)
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -142,8 +140,9 @@ def main() -> None:
             sys.exit(2)
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    run_cli(
+        'test.py',
+        lambda: merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys))
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir', None) is None:
@@ -155,6 +154,7 @@ def main() -> None:
     cfg.resume = False
     if args.show or args.show_dir:
         enable_visualization(cfg, args)
+    run_cli('test.py', lambda: check_component_arguments(cfg))
 
     setup_cpu_distributed(cfg, args.launcher)
     if 'runner_type' in cfg:

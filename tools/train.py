@@ -17,7 +17,6 @@ import os.path as osp
 import signal
 import sys
 
-from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
@@ -26,8 +25,10 @@ from mmlocat.datasets.dataset_check import check_before_run
 from mmlocat.engine.data_guard import CONFIG_KEY as CHECKED_DATASET_KEY
 from mmlocat.engine.runtime import RUNNER_TYPE
 from mmlocat.utils.checkpoint_io import CheckpointWriteError
-from mmlocat.utils.launch import (enable_amp, launcher_rank, load_config,
-                                  resolve_resume, setup_cpu_distributed)
+from mmlocat.utils.launch import (add_cfg_options, check_component_arguments,
+                                  enable_amp, launcher_rank, load_config,
+                                  merge_cfg_options, resolve_resume,
+                                  setup_cpu_distributed)
 from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
 
 
@@ -63,11 +64,7 @@ def parse_args() -> argparse.Namespace:
         help='a training file that cannot be loaded: stop naming it '
         '(raise, the default) or skip the sample, counted and logged; '
         'default: the config\'s checked_dataset.on_error')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_cfg_options(parser)
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -162,8 +159,10 @@ def main() -> None:
         _error(f'config file not found: {args.config}')
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    try:
+        merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
+    except ValueError as err:
+        _error(str(err))
 
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
@@ -193,6 +192,10 @@ def main() -> None:
     if args.check_data or cfg.get('check_data', False):
         if not check_before_run(cfg):
             sys.exit(1)
+    try:  # a misspelt hook / loop keyword fails now, not at its first use
+        check_component_arguments(cfg)
+    except ValueError as err:
+        _error(str(err))
     # rank 0 alone guards the work dir; the others wait for it in the
     # process group (and the launcher ends them if it refuses)
     lock = _lock(cfg.work_dir) if launcher_rank(args.launcher) == 0 else None

@@ -64,7 +64,8 @@ def collect_images(paths: Union[str, Sequence[str]]) -> List[str]:
 
 
 def read_image_rgb(path: str) -> Optional[np.ndarray]:
-    """The (H, W, 3) uint8 RGB image, or None if it cannot be decoded.
+    """The (H, W, 3) uint8 RGB image, or None if it cannot be decoded (or
+    is not a regular file).
 
     Decoded as the hosts' ``LoadImageFromFile`` does by default (mmcv,
     OpenCV, ``color``): EXIF orientation applied, grayscale and CMYK
@@ -72,6 +73,8 @@ def read_image_rgb(path: str) -> Optional[np.ndarray]:
     8 bits.
     """
     import mmcv
+    if not osp.isfile(path):  # a FIFO would block the read for ever
+        return None
     try:
         img = mmcv.imread(path, channel_order='rgb')
     except Exception:  # unreadable or undecodable: reported by the caller
@@ -129,6 +132,13 @@ def image_notes(path: str) -> List[str]:
 
 def unreadable_reason(path: str) -> str:
     """Why :func:`read_image_rgb` returned None for ``path``."""
+    if not osp.exists(path):
+        if osp.islink(path):
+            return (f'a symbolic link to {os.readlink(path)}, which does '
+                    'not exist')
+        return 'no such file (removed while running?)'
+    if not osp.isfile(path):
+        return 'not a regular file (a FIFO, socket or device): not read'
     size = osp.getsize(path)
     if size == 0:
         return 'empty file (0 bytes)'

@@ -40,7 +40,9 @@ Large images: a segmentor upsamples its logits to the image's size
 images longer than ``max_side`` (segmentation default
 :data:`SEG_MAX_SIDE`) are downscaled first and the label map is mapped
 back to the image's size (nearest); detection boxes are mapped back too.
-An image that still runs out of memory is named, counted and skipped.
+An image that still runs out of memory, cannot be read (a dangling link)
+or fails in the model or the visualizer (a 1x1 image) is named, counted
+and skipped; the others are still predicted.
 """
 import copy
 import gc
@@ -61,7 +63,7 @@ from mmlocat.datasets.vocabulary_record import check_vocabulary
 from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
                           register_model_config, vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import _first_line
-from mmlocat.utils.launch import load_config
+from mmlocat.utils.launch import load_config, merge_cfg_options
 from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
 from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
@@ -72,7 +74,7 @@ from .tasks import INFERENCE_TASKS, task_handler
 __all__ = [
     'TaskHandler', 'ClassificationHandler', 'SegmentationHandler',
     'DetectionHandler', 'ZeroShotSegmentationHandler', 'MMLocatInferencer',
-    'SEG_MAX_SIDE', 'plan_outputs', 'is_out_of_memory'
+    'SEG_MAX_SIDE', 'plan_outputs', 'check_out_dir', 'is_out_of_memory'
 ]
 
 #: Default ``max_side`` of (zero-shot) segmentation: no shipped config's
@@ -141,6 +143,37 @@ def plan_outputs(named: Sequence[Tuple[str, str]], out_dir: str,
     return stems
 
 
+def check_out_dir(out_dir: str, files: Sequence[Tuple[str, str]] = ()) -> None:
+    """Refuse an output folder that is an existing file (or names one).
+
+    ``os.makedirs`` would fail on it only when the first picture is
+    written, after the model is built; and an input image, the checkpoint
+    or the config named as ``--out`` by mistake must be left alone.
+
+    Args:
+        out_dir: The output folder (it may not exist yet).
+        files: ``(what, path)`` of the files the run reads (e.g.
+            ``('checkpoint', path)``), named in the message when
+            ``out_dir`` is one of them.
+
+    Raises:
+        FileExistsError: ``out_dir`` exists and is not a folder, naming it
+            (and which input it is) and the fix.
+    """
+    if not osp.lexists(out_dir) or osp.isdir(out_dir):
+        return
+    what = 'an existing file'
+    for name, path in files:
+        if (osp.exists(out_dir) and osp.isfile(path)
+                and osp.samefile(out_dir, path)):
+            what = f'the {name} {path}'
+            break
+    raise FileExistsError(
+        f'--out {out_dir} is {what}, not a folder: --out names the folder '
+        'the pictures and JSON go to; choose another (nothing was '
+        'written)')
+
+
 def is_out_of_memory(err: BaseException) -> bool:
     """Whether ``err`` is an allocation failure (CPU, CUDA, numpy, OpenCV).
     """
@@ -153,6 +186,15 @@ def is_out_of_memory(err: BaseException) -> bool:
     # torch's CPU allocator (RuntimeError), OpenCV's cv2.error
     return ("can't allocate memory" in text or 'out of memory' in text
             or 'Insufficient memory' in text)
+
+
+def _image_fault(err: Exception, img: np.ndarray, max_side: int) -> str:
+    """Why predicting one image failed, for its ``skipped`` record."""
+    size = f'{img.shape[1]}x{img.shape[0]}'
+    if is_out_of_memory(err):
+        return (f'out of memory at {size} (max_side={max_side}): '
+                f'{_first_line(err)}; a smaller --max-side bounds it')
+    return f'failed at {size}: {type(err).__name__}: {_first_line(err)}'
 
 
 def _dataset_meta(cfg: Config, checkpoint_meta: Dict, scope: str) -> Dict:
@@ -593,7 +635,10 @@ class MMLocatInferencer:
         text_weights: Its weights when the recorded file is not found.
         text_model_config: An open_clip model-config JSON to register.
         vocab_cache: Cache folder of the vocabulary embeddings.
-        cfg_options: Config overrides (``merge_from_dict``).
+        cfg_options: Config overrides
+            (:func:`~mmlocat.utils.launch.merge_cfg_options`: a top-level
+            key the config does not have is refused).
+        cfg_new_keys: Top-level keys ``cfg_options`` may add on purpose.
         allow_partial_checkpoint: Run even if the checkpoint misses keys.
         allow_vocabulary_change: Run even if the text-embedding / class-name
             files of the config differ from those the checkpoint was
@@ -618,6 +663,7 @@ class MMLocatInferencer:
                  text_model_config: Optional[str] = None,
                  vocab_cache: Optional[str] = None,
                  cfg_options: Optional[Dict] = None,
+                 cfg_new_keys: Sequence[str] = (),
                  allow_partial_checkpoint: bool = False,
                  allow_vocabulary_change: bool = False,
                  topk: int = 5,
@@ -644,8 +690,7 @@ class MMLocatInferencer:
         cfg = (
             load_config(config)
             if isinstance(config, str) else copy.deepcopy(config))
-        if cfg_options:
-            cfg.merge_from_dict(cfg_options)
+        merge_cfg_options(cfg, cfg_options, cfg_new_keys)
         handler = task_handler(cfg)
         if classes is not None:
             if handler.vocabulary is None:
@@ -745,12 +790,13 @@ class MMLocatInferencer:
             ``inference_shape`` when it was downscaled to ``max_side``;
             ``input_notes`` when decoding changed it: EXIF orientation,
             alpha, CMYK, grayscale, 16-bit, see :func:`image_notes`) and,
-            for images that cannot be read or run out of memory,
-            ``dict(image=..., reason=...)``.
+            for images that cannot be read, run out of memory or fail
+            (e.g. a 1x1 image), ``dict(image=..., reason=...)``.
         """
         named = named_images(inputs, skip_dir=out_dir)
         stems = [None] * len(named)
         if out_dir is not None:
+            check_out_dir(out_dir, [('input image', p) for p, _ in named])
             stems = plan_outputs(named, out_dir, self.handler.suffixes)
         iterator = zip(named, stems)
         if show_progress:
@@ -769,21 +815,20 @@ class MMLocatInferencer:
             if img is None:
                 skip(path, unreadable_reason(path))
                 continue
-            oom = None
+            fault = None
             try:
                 record = self._predict(path, img, out_stem)
             except Exception as err:
-                if not is_out_of_memory(err):
-                    raise
-                oom = (f'out of memory at {img.shape[1]}x{img.shape[0]} '
-                       f'(max_side={self.max_side}): {_first_line(err)}; a '
-                       'smaller --max-side bounds it')
-            if oom is not None:
+                # one image's fault (out of memory, a size the model or
+                # the host's visualizer cannot take) ends its prediction,
+                # not the run
+                fault = _image_fault(err, img, self.max_side)
+            if fault is not None:
                 # the failed attempt's tensors went with the traceback
                 gc.collect()
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
-                skip(path, oom)
+                skip(path, fault)
                 continue
             predictions.append(record)
         return dict(predictions=predictions, skipped=skipped)

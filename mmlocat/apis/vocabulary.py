@@ -52,7 +52,7 @@ def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
     """
     if isinstance(spec, str):
         if osp.isfile(spec):
-            raw = read_class_names(spec)
+            raw = read_class_names(spec, unique=True)
         elif spec.endswith(('.txt', '.json')):
             raise FileNotFoundError(f'vocabulary file not found: {spec}')
         else:

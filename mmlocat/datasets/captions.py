@@ -35,7 +35,7 @@ import logging
 import os
 import os.path as osp
 from collections import OrderedDict
-from typing import Dict, Iterator, List, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
@@ -52,8 +52,18 @@ MISSING_POLICIES = ('error', 'skip')
 TSV_QUOTING = dict(csv=csv.QUOTE_MINIMAL, none=csv.QUOTE_NONE)
 
 
-def decode_text(data: bytes, encoding: str, where: str) -> str:
+def decode_text(data: bytes,
+                encoding: str,
+                where: str,
+                fix: Optional[str] = None) -> str:
     """``data`` decoded with ``encoding``.
+
+    Args:
+        data: The file's bytes.
+        encoding: Their encoding.
+        where: The file, for the message.
+        fix: What the message tells the user to do; default: re-encode
+            the file or set ``encoding=``.
 
     Raises:
         ValueError: Naming ``where``, the line and the bytes that are not
@@ -63,11 +73,11 @@ def decode_text(data: bytes, encoding: str, where: str) -> str:
         return data.decode(encoding)
     except UnicodeDecodeError as err:
         line = data.count(b'\n', 0, err.start) + 1
+        fix = fix or (f're-encode the file as {encoding} or set encoding= '
+                      "to its encoding (e.g. encoding='latin-1')")
         raise ValueError(
             f'{where}:{line}: bytes {data[err.start:err.end]!r} are not '
-            f'valid {encoding} ({err.reason}); re-encode the file as '
-            f"{encoding} or set encoding= to its encoding (e.g. "
-            "encoding='latin-1')") from None
+            f'valid {encoding} ({err.reason}); {fix}') from None
 
 
 def read_text(path: str, encoding: str = 'utf-8') -> str:

@@ -6,6 +6,7 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 from mmlocat.registry import RUNNERS
+from mmlocat.utils.launch import check_component_arguments
 from .data_guard import guard_runner_data
 from .runtime import apply_runtime
 
@@ -22,7 +23,9 @@ class MMLocatRunner(Runner):
     ``tools/test.py``) builds it. :meth:`from_cfg` completes the config with
     :func:`~mmlocat.engine.runtime.apply_runtime` (each addition is
     logged; the completed config is what the work dir and the checkpoints
-    record) and wraps the datasets in :class:`mmlocat.CheckedDataset`.
+    record), checks the keywords of its hooks and loops
+    (:func:`~mmlocat.utils.launch.check_component_arguments`) and wraps
+    the datasets in :class:`mmlocat.CheckedDataset`.
     Nothing else differs from mmengine's Runner.
     """
 
@@ -30,6 +33,8 @@ class MMLocatRunner(Runner):
     def from_cfg(cls, cfg: Config) -> 'MMLocatRunner':
         cfg = copy.deepcopy(cfg)
         applied = apply_runtime(cfg)
+        # a misspelt hook / loop keyword fails now, not at its first use
+        check_component_arguments(cfg)
         runner = super().from_cfg(cfg)
         for line in applied:
             runner.logger.info(f'mmlocat runtime: {line}')

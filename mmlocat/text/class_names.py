@@ -20,10 +20,11 @@ import os.path as osp
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
-    'BACKGROUND', 'CLASS_NAME_SEPARATOR', 'read_class_names',
-    'read_class_name_file', 'check_class_name_lines', 'names_from_annotations',
-    'resolve_class_names', 'registered_metainfo', 'dataset_metainfo',
-    'dataset_classes', 'zero_shot_classes', 'zero_shot_class_name_lines'
+    'BACKGROUND', 'CLASS_NAME_SEPARATOR', 'read_utf8', 'read_json',
+    'read_class_names', 'read_class_name_file', 'check_class_name_lines',
+    'names_from_annotations', 'resolve_class_names', 'registered_metainfo',
+    'dataset_metainfo', 'dataset_classes', 'zero_shot_classes',
+    'zero_shot_class_name_lines'
 ]
 
 #: The row name of F-ViT's background embedding, and the default background
@@ -32,26 +33,93 @@ BACKGROUND = 'background'
 #: Separates the names (synonyms) of one class on a class-name file's line.
 CLASS_NAME_SEPARATOR = ', '
 
+#: The fix a class-name file that is not UTF-8 gets.
+_UTF8_FIX = ('save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE > '
+             'NEW_FILE)')
 
-def read_class_names(path: str) -> List[str]:
+
+def read_utf8(path: str) -> str:
+    """The text of a UTF-8 file (class names, sidecars); a file in another
+    encoding is an error naming the file, the line and the fix."""
+    # the caption reader's decoder: one wording of this error
+    from mmlocat.datasets.captions import decode_text
+    with open(path, 'rb') as f:
+        return decode_text(f.read(), 'utf-8', path, fix=_UTF8_FIX)
+
+
+def read_json(path: str, fix: str) -> object:
+    """A UTF-8 JSON file's content.
+
+    Args:
+        path: The file.
+        fix: What to do about a file that is not JSON (a truncated
+            write), for the message.
+
+    Raises:
+        ValueError: Not UTF-8 (:func:`read_utf8`) or not JSON; naming the
+            file, the line and column where parsing stopped and ``fix``.
+    """
+    text = read_utf8(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        # a file cut short stops at its end or inside its last string
+        cut = (not text[err.pos:].strip()
+               or err.msg.startswith('Unterminated string'))
+        ends = ' (it ends early: truncated?)' if cut else ''
+        raise ValueError(
+            f'{path}:{err.lineno}:{err.colno}: not valid JSON{ends}: '
+            f'{err.msg}; {fix}') from None
+
+
+def read_class_names(path: str, unique: bool = False) -> List[str]:
     """Read class names: a ``.json`` list, an embedding sidecar, a
     COCO/LVIS annotation file (its categories in id order) or a ``.txt``
-    (one a line)."""
+    (one a line).
+
+    Args:
+        path: The file (UTF-8).
+        unique: A name listed twice is an error (a vocabulary, a
+            ``--names`` list; ImageNet's sidecars repeat names on
+            purpose).
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: Not UTF-8, not JSON, not a list of strings, or (with
+            ``unique``) a duplicate; naming the file and the line (the
+            item of a JSON list).
+    """
     if not osp.isfile(path):
         raise FileNotFoundError(f'class-name file not found: {path}')
     if path.endswith('.json'):
-        with open(path, encoding='utf-8') as f:
-            names = json.load(f)
+        names = read_json(path, 'fix the JSON (a list of class names)')
         if isinstance(names, dict) and 'categories' in names:
             names = names_from_annotations(names, path)[0]
         elif isinstance(names, dict) and 'classes' in names:
             names = names['classes']  # an embedding sidecar
+        where = list(range(1,
+                           len(names) + 1)) if isinstance(names, list) else []
+        unit = 'item'
     else:
-        with open(path, encoding='utf-8') as f:
-            names = [line.strip() for line in f if line.strip()]
+        # universal newlines, as a text-mode read splits them
+        lines = read_utf8(path).replace('\r\n', '\n').replace('\r', '\n')
+        numbered = [(n, line.strip())
+                    for n, line in enumerate(lines.split('\n'), 1)
+                    if line.strip()]
+        where, names = [n for n, _ in numbered], [t for _, t in numbered]
+        unit = 'line'
     if (not isinstance(names, list)
             or not all(isinstance(n, str) for n in names)):
         raise ValueError(f'{path} must hold a list of class-name strings')
+    if unique:
+        first: Dict[str, int] = {}
+        for number, name in zip(where, names):
+            if name in first:
+                raise ValueError(
+                    f'{path}:{number}: class name {name!r} is listed twice '
+                    f'({unit}s {first[name]} and {number}); a class is '
+                    f'one {unit}: remove one of them')
+            first[name] = number
     return names
 
 
@@ -75,8 +143,7 @@ def read_class_name_file(path: str) -> List[List[str]]:
     """
     if not osp.isfile(path):
         raise FileNotFoundError(f'class-name file not found: {path}')
-    with open(path, encoding='utf-8', newline='') as f:
-        text = f.read()
+    text = read_utf8(path)
     if text.endswith('\n'):
         text = text[:-1]
     if not text:

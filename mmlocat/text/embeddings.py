@@ -36,7 +36,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from mmlocat.utils.safe_load import load_array
-from .class_names import BACKGROUND, read_class_names
+from .class_names import BACKGROUND, read_class_names, read_json
 from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
                         check_templates, class_prompts)
 
@@ -59,6 +59,14 @@ def sidecar_path(npy_path: str) -> str:
     if not npy_path.endswith('.npy'):
         raise ValueError(f'text embeddings must be a .npy file: {npy_path}')
     return npy_path[:-len('.npy')] + '.json'
+
+
+def _read_sidecar(side: str) -> object:
+    """A sidecar's JSON content; a truncated or broken one is named with
+    the line where it stops and the fix."""
+    return read_json(
+        side, 'an embedding file and its sidecar are written together: '
+        'write them again (tools/misc/dump_text_embeddings.py)')
 
 
 def _normalize(x: np.ndarray) -> np.ndarray:
@@ -283,8 +291,7 @@ def read_text_model(path: str) -> Dict:
     side = sidecar_path(path)
     if not osp.isfile(side):
         raise FileNotFoundError(f'class-name sidecar not found: {side}')
-    with open(side, encoding='utf-8') as f:
-        content = json.load(f)
+    content = _read_sidecar(side)
     if isinstance(content, dict):
         return dict(content.get('text_model') or {})
     return {}
@@ -392,8 +399,7 @@ def load_query_embeddings(
     side = sidecar_path(path)
     if not osp.isfile(side):
         raise FileNotFoundError(f'class-name sidecar not found: {side}')
-    with open(side, encoding='utf-8') as f:
-        content = json.load(f)
+    content = _read_sidecar(side)
     has_map = isinstance(content, dict) and ('queries' in content
                                              or 'query_class' in content)
     classes = read_class_names(side)
@@ -412,9 +418,23 @@ def load_query_embeddings(
         raise ValueError(f'{path} has shape {emb.shape} but {side} lists '
                          f'{len(queries)} ' +
                          ('queries' if has_map else 'names'))
-    if not np.all(np.isfinite(emb)):
-        raise ValueError(f'{path} holds NaN or infinite values')
     _check_query_map(query_class, len(queries), len(classes), side)
+    # a row that cannot be a direction: name it (normalising would only
+    # say "non-zero")
+    finite = np.isfinite(emb).all(axis=1)
+    zero = ~np.any(emb != 0, axis=1)
+    for bad, what in ((~finite, 'holds NaN or infinite values'),
+                      (zero, 'is all zeros')):
+        rows = np.flatnonzero(bad)
+        if rows.size:
+            k = int(rows[0])
+            name = queries[k]
+            owner = classes[query_class[k]]
+            of = '' if name == owner else f' of class {owner!r}'
+            raise ValueError(
+                f'{path}: row {k} ({name!r}{of}) {what}'
+                f'{f" ({rows.size} such rows)" if rows.size > 1 else ""}; '
+                'write the file again (tools/misc/dump_text_embeddings.py)')
     if class_names is not None:
         check_same_classes(classes, class_names, path)
     return QueryEmbeddings(

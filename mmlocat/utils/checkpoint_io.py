@@ -362,7 +362,9 @@ def strip_prefix(state_dict: Dict[str, torch.Tensor],
 
 
 class CheckpointWriteError(OSError):
-    """A checkpoint (or its ``last_checkpoint`` pointer) could not be written.
+    """A checkpoint (or its ``last_checkpoint`` pointer, or another file
+    :func:`write_atomic` writes, e.g. a tool's config dump) could not be
+    written.
 
     The message names the file and the cause; the file under that name is
     unchanged (the previous version, if any, is intact) and no partial

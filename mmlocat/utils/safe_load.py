@@ -16,8 +16,10 @@ scans ``mmlocat/`` and ``tools/`` for any other ``torch.load``,
   TorchScript archive (OpenAI's CLIP ``ViT-*.pt``) read from its data
   records with an unpickler that resolves no global except tensor
   rebuilding and inert placeholders; TorchScript code is never compiled or
-  run (no ``torch.jit.load``);
-* :func:`read_json`: JSON files, with errors that name file and line.
+  run (no ``torch.jit.load``).
+
+JSON never runs code; its one reader (UTF-8, errors naming file, line and
+column) is :func:`mmlocat.text.class_names.read_json`.
 
 Format *detection* reads bytes only (``checkpoint_io.sniff_checkpoint``).
 
@@ -45,7 +47,6 @@ Runner; mmengine's classes are not modified.
 import ast
 import codecs
 import contextlib
-import json
 import pickle
 import sys
 import zipfile
@@ -59,7 +60,7 @@ import torch
 __all__ = [
     'mmengine_checkpoint_safe_globals', 'mmengine_checkpoint_globals',
     'history_buffer_for_saving', 'torch_load', 'load_array',
-    'read_torchscript_state_dict', 'read_json'
+    'read_torchscript_state_dict'
 ]
 
 
@@ -175,24 +176,6 @@ def load_array(path: str) -> np.ndarray:
                 'array') from None
         raise ValueError(f'{path} is a .npy file that cannot be read '
                          f'(truncated or corrupt?): {e}') from None
-
-
-def read_json(path: str) -> Any:
-    """Read a UTF-8 JSON file.
-
-    Raises:
-        ValueError: Naming ``path`` (and the line and column) if it is not
-            UTF-8 or not valid JSON (e.g. truncated).
-    """
-    try:
-        with open(path, encoding='utf-8') as f:
-            return json.load(f)
-    except UnicodeDecodeError as e:
-        raise ValueError(f'{path} is not UTF-8 text (byte {e.start}: '
-                         f'{e.reason}); save it as UTF-8') from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f'{path} is not valid JSON (line {e.lineno}, '
-                         f'column {e.colno}: {e.msg}; truncated?)') from None
 
 
 # --- TorchScript archives, read as data -----------------------------------

@@ -122,3 +122,66 @@ def test_failed_write_stops_and_keeps_the_previous_checkpoint(
         assert previous in log
         assert sorted(read_losses(resumed)) == list(
             range(EVERY + 1, ITERS + 1))
+
+
+def _file_size_limit(limit: int):
+    """A ``preexec_fn``: the child may write files of ``limit`` bytes (as
+    ``ulimit -f``; Python ignores SIGXFSZ, so a larger write fails with
+    EFBIG)."""
+    import resource
+
+    def set_limit():
+        hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+
+    return set_limit
+
+
+@pytest.mark.timeout(300)
+def test_config_dump_over_the_file_size_limit_names_the_file(
+        imagenet_root, tmp_path, repo_root, subprocess_env):
+    """``ulimit -f`` hit the Runner's config dump: a bare ``OSError: [Errno
+    27] File too large`` naming no file, and half a config left behind
+    (issue 35). The dump is written completely or not at all and the
+    error names the file and the fix."""
+    import re
+    import subprocess
+    config = write_tiny_cls_config(
+        str(tmp_path / 'tiny.py'),
+        repo_root,
+        imagenet_root,
+        iters=ITERS,
+        batch_size=4)
+    # the limit lets mmengine copy each config file while loading it
+    # (< 5 kB each) and the work-dir lock be written; two notes of 4 kB,
+    # each in a file of its own, make the dumped config larger
+    bases = [config]
+    for k in range(2):
+        bases.append(str(tmp_path / f'note{k}.py'))
+        with open(bases[-1], 'w') as f:
+            f.write(f'note{k} = {"x" * 4000!r}\n')
+    config = str(tmp_path / 'noted.py')
+    with open(config, 'w') as f:
+        f.write(f'_base_ = {bases!r}\n')
+    work = str(tmp_path / 'run')
+    proc = subprocess.run(
+        train_command(config, work),
+        env=probe_env(subprocess_env),
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        preexec_fn=_file_size_limit(8192))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        f'train.py: error: cannot write {re.escape(work)}/'
+        r'(\d{8}_\d{6}/vis_data/config|noted)\.py: the file size limit is '
+        r'exceeded \(File too large\); nothing was written \(the copy of the '
+        r'config the run keeps\): raise the file size limit \(ulimit -f\) '
+        'and run again', last), last
+    dumps = [
+        osp.join(root, f) for root, _, files in os.walk(work) for f in files
+        if f.endswith('.py') or f.endswith('.tmp')
+    ]
+    assert dumps == [], dumps  # no half config, no temporary file

@@ -136,3 +136,41 @@ def test_zero_shot_classes_drop_a_constant_background(tmp_path):
     names.write_text('y, x\n')
     sky.model['class_name_file'] = str(names)
     assert te.zero_shot_class_name_lines(sky) == [['y', 'x']]
+
+
+# -- issue 35: messages that name the file, the line and the fix ----------
+
+
+def test_latin1_class_name_file_names_file_line_and_fix(tmp_path):
+    """A Latin-1 file ended in a bare UnicodeDecodeError (no file)."""
+    path = tmp_path / 'names.txt'
+    path.write_bytes('cat\ncaf\u00e9 chair\n'.encode('latin-1'))
+    for read in (te.read_class_names, te.read_class_name_file):
+        with pytest.raises(ValueError) as info:
+            read(str(path))
+        message = str(info.value)
+        assert message.startswith(f'{path}:2: bytes '), message
+        assert 'not valid utf-8' in message and 'save it as UTF-8' in message
+
+
+@pytest.mark.parametrize('name,text,where', [
+    ('names.txt', 'cat\n\ndog\ncat\n', 'lines 1 and 4'),
+    ('names.json', '["cat", "dog", "cat"]', 'items 1 and 3'),
+])
+def test_duplicate_class_names_are_named_with_both_places(
+        tmp_path, name, text, where):
+    path = _names_file(tmp_path, text, name)
+    assert te.read_class_names(path) == ['cat', 'dog', 'cat']  # sidecars
+    with pytest.raises(ValueError) as info:
+        te.read_class_names(path, unique=True)
+    last = where.split()[-1]
+    assert str(info.value) == (
+        f"{path}:{last}: class name 'cat' is listed twice ({where}); a "
+        f'class is one {where.split()[0][:-1]}: remove one of them')
+
+
+def test_truncated_class_name_json_names_line_and_column(tmp_path):
+    path = _names_file(tmp_path, '[\n"cat",\n"do', 'names.json')
+    with pytest.raises(ValueError) as info:
+        te.read_class_names(path)
+    assert str(info.value).startswith(f'{path}:3:1: not valid JSON')

@@ -304,3 +304,58 @@ def test_write_text_embeddings_refuses_before_encoding(tmp_path):
             background=True,
             repeated_names=True)
     assert encoder.calls == [] and list(tmp_path.iterdir()) == []
+
+
+# -- issue 35: messages that name the file, the row and the fix -----------
+
+
+def _saved(tmp_path, rows=None):
+    path = str(tmp_path / 'emb.npy')
+    emb = np.eye(3, 4, dtype=np.float32) if rows is None else rows
+    save_text_embeddings(
+        path, emb, ['cat', 'dog', 'background'], text_model=dict(name='X'))
+    return path
+
+
+def test_truncated_sidecar_names_file_line_and_fix(tmp_path):
+    """json.load's bare 'Unterminated string ...' named no file."""
+    path = _saved(tmp_path)
+    side = sidecar_path(path)
+    with open(side, 'rb') as f:
+        data = f.read()
+    with open(side, 'wb') as f:
+        f.write(data[:len(data) // 2])
+    for read in (load_text_embeddings, te.load_query_embeddings,
+                 te.read_text_model):
+        with pytest.raises(ValueError) as info:
+            read(path)
+        message = str(info.value)
+        assert message.startswith(f'{side}:'), message
+        assert 'not valid JSON (it ends early: truncated?)' in message
+        assert 'write them again (tools/misc/dump_text_embeddings.py)' in \
+            message
+
+
+def test_all_zero_row_is_named_by_index_and_class(tmp_path):
+    """_normalize said only 'embeddings must be finite and non-zero'."""
+    rows = np.eye(3, 4, dtype=np.float32)
+    rows[1] = 0
+    path = _saved(tmp_path, rows)
+    with pytest.raises(ValueError) as info:
+        load_text_embeddings(path, ['cat', 'dog'])
+    assert str(info.value) == (
+        f"{path}: row 1 ('dog') is all zeros; write the file again "
+        '(tools/misc/dump_text_embeddings.py)')
+    # several names per class: the row's query and its class
+    mapped = str(tmp_path / 'mapped.npy')
+    rows = np.eye(3, 4, dtype=np.float32)
+    rows[1] = 0
+    save_text_embeddings(
+        mapped,
+        rows, ['person', 'man', 'car'],
+        query_class=[0, 0, 1],
+        classes=['person', 'car'])
+    with pytest.raises(ValueError) as info:
+        te.load_query_embeddings(mapped)
+    assert str(info.value).startswith(
+        f"{mapped}: row 1 ('man' of class 'person') is all zeros")

@@ -203,3 +203,38 @@ def test_seg_config_with_a_misordered_class_name_file(tmp_path, repo_root,
     with pytest.raises(ValueError, match="names.txt:1 lists 'bicycle'"):
         tool.main()
     assert not (tmp_path / 'o.npy').exists()
+
+
+def test_names_file_latin1_and_duplicates_are_named(tmp_path, repo_root,
+                                                    monkeypatch, capsys):
+    """A Latin-1 --names file ended in a bare UnicodeDecodeError; a name
+    listed twice was refused as 'class_names has duplicates' (which, and
+    where?) after the CLIP model was loaded."""
+    from mmlocat.utils.checkpoint_io import run_cli
+    tool = _tool(repo_root)
+
+    def no_encoder(*args):
+        raise AssertionError('the names are checked before the model')
+
+    monkeypatch.setattr(tool, 'open_clip_encoder', no_encoder)
+    latin = tmp_path / 'latin.txt'
+    latin.write_bytes('cat\ncaf\u00e9 table\n'.encode('latin-1'))
+    twice = tmp_path / 'twice.json'
+    twice.write_text('["cat", "dog", "cat"]')
+    for path, message in (
+        (latin, f"{latin}:2: bytes b'\\xe9' are not valid utf-8 (invalid "
+         'continuation byte); save it as UTF-8 (e.g. iconv -f latin1 -t '
+         'utf-8 FILE > NEW_FILE)'),
+        (twice, f"{twice}:3: class name 'cat' is listed twice (items 1 and "
+         '3); a class is one item: remove one of them'),
+    ):
+        monkeypatch.setattr(sys, 'argv', [
+            'dump', '--names',
+            str(path), '--pretrained', 'w.pt',
+            str(tmp_path / 'x.npy')
+        ])
+        with pytest.raises(SystemExit) as info:
+            run_cli('dump_text_embeddings', tool.main)
+        assert info.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f'dump_text_embeddings: error: {message}', err

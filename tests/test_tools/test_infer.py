@@ -1111,3 +1111,119 @@ def test_picture_without_class_names_labels_by_number(seg_model, tmp_path):
     meta = inferencer.handler.host.visualizer.dataset_meta
     assert meta['classes'] == [f'class {i}' for i in range(150)]
     assert meta['palette'] == class_palette(150)
+
+
+# -- issue 35: per-image faults, --out, overrides, class-name files -------
+
+
+@pytest.mark.timeout(300)
+def test_per_image_faults_are_skipped_counted_and_named(
+        seg_model, tmp_path, repo_root, monkeypatch, capsys):
+    """A 1x1 image crashed the whole run inside mmseg's visualizer, a 1x64
+    image and a dangling symbolic link ended it: each is now skipped with
+    its reason, the other images are predicted, the exit status is 1."""
+    cfg, ckpt = seg_model['cfg'], seg_model['ckpt']
+    folder = tmp_path / 'photos'
+    folder.mkdir()
+    val = sorted(os.listdir(seg_model['val_dir']))
+    img = cv2.imread(osp.join(seg_model['val_dir'], val[0]))
+    cv2.imwrite(str(folder / 'a_tiny.png'), img[:1, :1])
+    cv2.imwrite(str(folder / 'b_strip.png'), img[:1, :64])
+    cv2.imwrite(str(folder / 'c_good.jpg'), img)
+    os.symlink(tmp_path / 'moved_away.jpg', folder / 'd_link.jpg')
+    out = tmp_path / 'out'
+    printed = _infer(
+        repo_root,
+        monkeypatch,
+        capsys,
+        folder,
+        cfg,
+        ckpt,
+        '--out',
+        out,
+        code=1)
+    assert sorted(_records(str(out))) == ['c_good.jpg']
+    assert ('infer.py: 1 image(s) written to '
+            f'{out}, 3 skipped') in printed.out, printed.out
+    err = printed.err
+    assert f'infer.py: skipped {folder / "a_tiny.png"}: failed at 1x1: ' \
+        in err, err[-3000:]
+    assert f'infer.py: skipped {folder / "b_strip.png"}: failed at 64x1: ' \
+        in err, err[-3000:]
+    assert (f'infer.py: skipped {folder / "d_link.jpg"}: a symbolic link '
+            f'to {tmp_path / "moved_away.jpg"}, which does not exist') in err
+
+
+def test_out_naming_an_existing_file_is_refused_before_the_model(
+        cls_model, tmp_path, repo_root, monkeypatch, capsys):
+    """--out naming a file failed only when the first picture was written
+    (after the model was built); an input image, the checkpoint or the
+    config given as --out by mistake is named. The checkpoint here is not
+    even a checkpoint: nothing is read before --out is checked."""
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    cfg = cls_model['cfg']
+    image = sorted(
+        osp.join(root, f) for root, _, files in os.walk(cls_model['val_dir'])
+        for f in files)[0]
+    ckpt = tmp_path / 'junk.pth'
+    ckpt.write_bytes(b'junk')
+    notes = tmp_path / 'notes.txt'
+    notes.write_text('mine\n')
+    for out, what in ((notes, 'an existing file'), (cfg, f'the config {cfg}'),
+                      (ckpt, f'the checkpoint {ckpt}'),
+                      (image, f'the input image {image}')):
+        monkeypatch.setattr(
+            sys, 'argv',
+            ['infer.py', image, cfg,
+             str(ckpt), '--out',
+             str(out)])
+        _assert_cli_error(
+            tool, f'--out {out} is {what}, not a folder: --out names the '
+            'folder the pictures and JSON go to; choose another (nothing '
+            'was written)', capsys)
+    assert notes.read_text() == 'mine\n' and ckpt.read_bytes() == b'junk'
+
+
+def test_cfg_options_typo_is_refused(cls_model, tmp_path, repo_root,
+                                     monkeypatch, capsys):
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    cfg, ckpt = cls_model['cfg'], cls_model['ckpt']
+    out = tmp_path / 'out'
+    monkeypatch.setattr(sys, 'argv', [
+        'infer.py', cls_model['val_dir'], cfg, ckpt, '--out',
+        str(out), '--cfg-options', 'test_dataloder.batch_size=1'
+    ])
+    _assert_cli_error(
+        tool, f"--cfg-options test_dataloder.batch_size: {cfg} has no "
+        "top-level key 'test_dataloder' (the override would be ignored); "
+        "did you mean 'test_dataloader'? to add the key on purpose, pass "
+        '--cfg-new-keys test_dataloder', capsys)
+    assert not out.exists()
+    # the escape: a new key on purpose runs
+    _infer(repo_root, monkeypatch, capsys, cls_model['val_dir'], cfg, ckpt,
+           '--out', out, '--cfg-options', 'my_note=1', '--cfg-new-keys',
+           'my_note')
+
+
+def test_classes_file_latin1_and_duplicates_are_named(coco_fvit, tmp_path,
+                                                      repo_root, monkeypatch,
+                                                      capsys):
+    """A Latin-1 --classes file ended in a bare UnicodeDecodeError; a name
+    listed twice was reported without its lines."""
+    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+    latin = tmp_path / 'latin.txt'
+    latin.write_bytes('cat\ncaf\u00e9 table\n'.encode('latin-1'))
+    twice = tmp_path / 'twice.txt'
+    twice.write_text('cat\ndog\ncat\n')
+    for path, message in (
+        (latin, f"{latin}:2: bytes b'\\xe9' are not valid utf-8"),
+        (twice, f"{twice}:3: class name 'cat' is listed twice (lines 1 and "
+         '3); a class is one line: remove one of them'),
+    ):
+        monkeypatch.setattr(sys, 'argv', [
+            'infer.py', coco_fvit['val_dir'], coco_fvit['cfg'],
+            coco_fvit['ckpt'], '--classes',
+            str(path), '--vocab-cache',
+            str(tmp_path)
+        ])
+        _assert_cli_error(tool, message, capsys)

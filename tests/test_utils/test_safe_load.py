@@ -27,8 +27,7 @@ import torch
 from helpers.tiny_archs import tiny_open_clip_cfg, tiny_vit
 
 from mmlocat.utils import checkpoint_io, provenance
-from mmlocat.utils.safe_load import (load_array, read_json,
-                                     read_torchscript_state_dict)
+from mmlocat.utils.safe_load import load_array, read_torchscript_state_dict
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 _LEGACY_MAGIC_PICKLE = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)
@@ -328,19 +327,6 @@ def test_torchscript_refuses_a_foreign_global(tmp_path):
     with pytest.raises(ValueError, match='posix.mkdir.*refusing it'):
         read_torchscript_state_dict(path)
     assert not osp.exists(tmp_path / 'RAN')
-
-
-def test_read_json_names_file_and_line(tmp_path):
-    truncated = tmp_path / 'side.json'
-    truncated.write_text('{"classes": ["cat",\n "dog"')
-    with pytest.raises(
-            ValueError, match=r'side.json is not valid JSON '
-            r'\(line 2'):
-        read_json(str(truncated))
-    latin = tmp_path / 'names.json'
-    latin.write_bytes('["caf\u00e9"]'.encode('latin-1'))
-    with pytest.raises(ValueError, match='names.json is not UTF-8'):
-        read_json(str(latin))
 
 
 # --- the scan: no unsafe load outside mmlocat/utils/safe_load.py ----------

@@ -11,18 +11,17 @@ Usage::
 
     python tools/misc/check_dataset.py CONFIG [--split train|val|test]
         [--num-workers N] [--show N] [--out report.json]
-        [--cfg-options k=v ...]
+        [--cfg-options k=v ...] [--cfg-new-keys KEY ...]
 """
 import argparse
 import sys
-
-from mmengine.config import DictAction
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.dataset_check import (SPLITS, check_config_data,
                                             reports_json)
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.launch import load_config
+from mmlocat.utils.launch import (add_cfg_options, load_config,
+                                  merge_cfg_options)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -44,19 +43,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='files named per kind of fault (default: 5)')
     parser.add_argument(
         '--out', help='write every fault and note to this JSON file')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value pairs')
+    add_cfg_options(parser)
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     cfg = load_config(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
     reports = check_config_data(
         cfg, splits=(args.split, ), num_workers=args.num_workers)
     if not reports:

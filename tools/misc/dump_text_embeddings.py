@@ -173,7 +173,7 @@ def main():
     elif args.imagenet:
         names = imagenet_class_names(args.imagenet)
     else:
-        names = read_class_names(args.names)
+        names = read_class_names(args.names, unique=True)
     imagenet = bool(args.imagenet)
     resolve_prompt_defaults(args)
     if args.background and (imagenet or lines is not None):
