@@ -46,8 +46,8 @@ class ResumableEpochBasedTrainLoop(EpochBasedTrainLoop):
     During an epoch the batches come from :attr:`dataloader_iterator`, so
     hooks may wrap it in ``before_train_epoch`` (as
     :class:`mmlocat.engine.RNGStateHook` does to restore the random state
-    right before the first new batch). ``tools/train.py`` uses this loop
-    in place of ``EpochBasedTrainLoop``; elsewhere set
+    right before the first new batch). mmlocat's runtime uses this
+    loop in place of ``EpochBasedTrainLoop``; elsewhere set
     ``train_cfg = dict(type='mmlocat.ResumableEpochBasedTrainLoop',
     max_epochs=..., val_interval=...)``.
     """

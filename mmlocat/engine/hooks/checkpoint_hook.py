@@ -107,7 +107,8 @@ class AtomicCheckpointHook(CheckpointHook):
     one is complete; ``last_checkpoint`` is replaced atomically after it.
     Other storage backends (``backend_args``) keep their own semantics.
 
-    ``tools/train.py`` uses it in place of ``CheckpointHook``; elsewhere set
+    mmlocat's runtime (:mod:`mmlocat.engine.runtime`) uses it in place of
+    ``CheckpointHook``; elsewhere set
     ``default_hooks.checkpoint.type = 'mmlocat.AtomicCheckpointHook'``.
     """
 

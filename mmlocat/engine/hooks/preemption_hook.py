@@ -177,8 +177,9 @@ class PreemptionHook(Hook):
     config in ``tools/test.py``) the hook puts the previous handlers back
     as soon as testing starts, so SIGTERM ends a test run as usual.
 
-    ``tools/train.py`` adds the hook; with the hosts' tools add
-    ``custom_hooks = [dict(type='mmlocat.PreemptionHook')]``.
+    mmlocat's runtime (``runner_type = 'mmlocat.MMLocatRunner'``) adds the
+    hook, under any launcher; a config may also name it in
+    ``custom_hooks`` (to set its arguments).
 
     Args:
         signals: Signal names (or numbers) that stop training.

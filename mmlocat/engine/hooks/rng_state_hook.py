@@ -149,9 +149,8 @@ class RNGStateHook(Hook):
       state back afterwards, so evaluating (which creates a dataloader and
       may draw numbers) does not shift the training stream.
 
-    Add it to a config with
-    ``custom_hooks = [dict(type='mmlocat.RNGStateHook')]``; mmlocat's
-    ``tools/train.py`` adds it when missing. Exactness also needs
+    mmlocat's runtime (``runner_type = 'mmlocat.MMLocatRunner'``) adds it;
+    a config may also name it in ``custom_hooks``. Exactness also needs
     deterministic kernels (CPU; on CUDA ``randomness=dict(seed=...,
     deterministic=True)``).
 

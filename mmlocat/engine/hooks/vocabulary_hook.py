@@ -17,10 +17,11 @@ class VocabularyRecordHook(Hook):
     ``tools/test.py`` and ``tools/infer.py`` compare with the files they
     are given.
 
-    ``tools/train.py`` adds it to every run; a config's ``custom_hooks``
-    may name it too (``dict(type='mmlocat.VocabularyRecordHook')``). The
-    files are read when training starts, right after the model read them
-    (at build); a model without such files gets no record.
+    mmlocat's runtime (``runner_type = 'mmlocat.MMLocatRunner'``) adds it
+    to every run; a config's ``custom_hooks`` may name it too
+    (``dict(type='mmlocat.VocabularyRecordHook')``). The files are read
+    when training starts, right after the model read them (at build); a
+    model without such files gets no record.
     """
     priority = 'VERY_HIGH'  # before the checkpoint hook saves
 

@@ -59,9 +59,8 @@ def _scheduler_states(checkpoint: dict) -> Iterator[dict]:
 class WeightsOnlyCheckpointHook(Hook):
     """Save checkpoints that weights-only loading reads; read them in runs.
 
-    ``tools/train.py`` and ``tools/test.py`` add it; with the hosts' tools
-    add ``dict(type='mmlocat.WeightsOnlyCheckpointHook')`` to
-    ``custom_hooks`` (the probe schedule does).
+    mmlocat's runtime (``runner_type = 'mmlocat.MMLocatRunner'``) adds it,
+    under any launcher; a config may also name it in ``custom_hooks``.
     """
     priority = 'VERY_LOW'
 
