@@ -36,7 +36,7 @@ class MMLocatRunner(Runner):
         # a misspelt hook / loop keyword fails now, not at its first use
         check_component_arguments(cfg)
         runner = super().from_cfg(cfg)
-        for line in applied:
-            runner.logger.info(f'mmlocat runtime: {line}')
+        for level, line in applied:
+            runner.logger.log(level, f'mmlocat runtime: {line}')
         guard_runner_data(runner)
         return runner

@@ -25,6 +25,10 @@ config says, and logs each addition.
   :class:`~mmlocat.engine.AtomicCheckpointHook` (same arguments);
 * ``train_cfg``: mmengine's epoch-based loop becomes
   :class:`~mmlocat.engine.ResumableEpochBasedTrainLoop` (same arguments);
+* mixed precision (``AmpOptimWrapper``) on a machine without CUDA falls
+  back to ``OptimWrapper`` (fp32; ``loss_scale`` / ``dtype`` dropped) with
+  one warning, so every recipe runs a CPU trial (mmengine would stop with
+  ``AmpOptimizerWrapper is only available training on gpu``);
 * a resumed run without ``randomness.seed`` takes the seed its checkpoint
   recorded before anything is built (:func:`resumed_seed`), so samplers and
   dataloader workers draw as in the interrupted run;
@@ -35,8 +39,9 @@ config says, and logs each addition.
 A hook, loop or checkpoint hook of another type that the config names is
 kept as it is.
 """
+import logging
 import os.path as osp
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from mmengine.config import Config
 
@@ -58,12 +63,12 @@ def _short_type(hook: dict) -> str:
     return str(hook.get('type', '')).split('.')[-1]
 
 
-def apply_runtime(cfg: Config) -> List[str]:
+def apply_runtime(cfg: Config) -> List[Tuple[int, str]]:
     """Complete ``cfg`` with the runtime (in place).
 
     Returns:
-        One line per change, for the log (nothing when the config already
-        says everything).
+        ``(logging level, line)`` per change, for the log (nothing when the
+        config already says everything).
     """
     applied = []
     hooks = list(cfg.get('custom_hooks', None) or [])
@@ -71,14 +76,14 @@ def apply_runtime(cfg: Config) -> List[str]:
     for name in RUNTIME_HOOKS:
         if name not in named:
             hooks.append(dict(type=f'mmlocat.{name}'))
-            applied.append(f'custom_hooks += mmlocat.{name}')
+            applied.append((logging.INFO, f'custom_hooks += mmlocat.{name}'))
     cfg.custom_hooks = hooks
     checkpoint = (cfg.get('default_hooks', None) or {}).get('checkpoint')
     if checkpoint is not None and checkpoint.get(
             'type', None) in _PLAIN_CHECKPOINT_HOOK:
         checkpoint['type'] = 'mmlocat.AtomicCheckpointHook'
-        applied.append('default_hooks.checkpoint: CheckpointHook -> '
-                       'mmlocat.AtomicCheckpointHook')
+        applied.append((logging.INFO, 'default_hooks.checkpoint: '
+                        'CheckpointHook -> mmlocat.AtomicCheckpointHook'))
     train_cfg = cfg.get('train_cfg', None)
     if train_cfg:
         loop = train_cfg.get('type', None)
@@ -86,14 +91,30 @@ def apply_runtime(cfg: Config) -> List[str]:
                                          and train_cfg.get('by_epoch', False)):
             train_cfg.pop('by_epoch', None)
             train_cfg['type'] = 'mmlocat.ResumableEpochBasedTrainLoop'
-            applied.append('train_cfg: EpochBasedTrainLoop -> '
-                           'mmlocat.ResumableEpochBasedTrainLoop')
+            applied.append((logging.INFO, 'train_cfg: EpochBasedTrainLoop '
+                            '-> mmlocat.ResumableEpochBasedTrainLoop'))
+    if _amp_without_cuda(cfg):
+        wrapper = cfg.optim_wrapper
+        wrapper['type'] = 'OptimWrapper'
+        for key in ('loss_scale', 'dtype', 'use_fsdp'):
+            wrapper.pop(key, None)
+        applied.append((logging.WARNING,
+                        'optim_wrapper: AmpOptimWrapper -> OptimWrapper (no '
+                        'CUDA here: mixed precision needs a GPU; this run '
+                        'trains in fp32)'))
     seed = resumed_seed(cfg)
     if seed is not None:
         cfg.randomness = dict(cfg.get('randomness', None) or {}, seed=seed)
-        applied.append(f'randomness.seed = {seed} (recorded by the '
-                       'checkpoint this run resumes)')
+        applied.append((logging.INFO, f'randomness.seed = {seed} (recorded '
+                        'by the checkpoint this run resumes)'))
     return applied
+
+
+def _amp_without_cuda(cfg: Config) -> bool:
+    import torch
+    wrapper = cfg.get('optim_wrapper', None) or {}
+    return (str(wrapper.get('type', '')).split('.')[-1] == 'AmpOptimWrapper'
+            and not torch.cuda.is_available())
 
 
 def _resumed_checkpoint(cfg: Config) -> Optional[str]:

@@ -2,6 +2,7 @@
 'mmlocat.MMLocatRunner'`` adds to a config, every shipped recipe declaring
 it, and the seed a resumed run takes from its checkpoint."""
 import glob
+import logging
 import os.path as osp
 
 import pytest
@@ -102,7 +103,8 @@ def test_a_resumed_run_takes_its_checkpoints_seed(tmp_path):
     assert resumed_seed(cfg) == 1234
     applied = apply_runtime(cfg)
     assert cfg.randomness.seed == 1234
-    assert any('randomness.seed = 1234' in line for line in applied)
+    assert (logging.INFO, 'randomness.seed = 1234 (recorded by the '
+            'checkpoint this run resumes)') in applied
     # a named checkpoint, the config's own seed, a fresh run
     assert resumed_seed(Config(dict(resume=True,
                                     load_from=str(checkpoint)))) == 1234
@@ -110,3 +112,24 @@ def test_a_resumed_run_takes_its_checkpoints_seed(tmp_path):
         Config(dict(work_dir=str(work), resume=True,
                     randomness=dict(seed=7)))) is None
     assert resumed_seed(Config(dict(work_dir=str(work)))) is None
+
+
+def test_mixed_precision_falls_back_on_a_machine_without_cuda():
+    """Every AMP recipe runs a CPU trial (mmengine's AmpOptimWrapper
+    asserts a GPU at build), with one warning; with CUDA nothing changes."""
+    cfg = load_config(osp.join(REPO, 'configs/locat/locat-t_8xb128_in1k.py'))
+    cfg.optim_wrapper.type = 'AmpOptimWrapper'
+    cfg.optim_wrapper.loss_scale = 'dynamic'
+    before = dict(cfg.optim_wrapper)
+    applied = apply_runtime(cfg)
+    if torch.cuda.is_available():
+        assert dict(cfg.optim_wrapper) == before
+        return
+    assert cfg.optim_wrapper.type == 'OptimWrapper'
+    assert 'loss_scale' not in cfg.optim_wrapper
+    assert cfg.optim_wrapper.optimizer == before['optimizer']
+    assert [line for level, line in applied if level == logging.WARNING] == [
+        'optim_wrapper: AmpOptimWrapper -> OptimWrapper (no CUDA '
+        'here: mixed precision needs a GPU; this run trains in '
+        'fp32)'
+    ]

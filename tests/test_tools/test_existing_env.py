@@ -45,6 +45,7 @@ print(json.dumps({n: [m.version(n), str(m.distribution(n).locate_file(''))]
 SEG_CONFIG = """
 _base_ = ['mmseg::vit/vit_deit-s16_mln_upernet_8xb2-160k_ade20k-512x512.py']
 custom_imports = dict(imports=['mmlocat'], allow_failed_imports=False)
+runner_type = 'mmlocat.MMLocatRunner'  # the documented runtime line
 crop_size = (64, 64)
 norm_cfg = dict(type='BN', requires_grad=True)  # one CPU process
 model = dict(
@@ -359,6 +360,10 @@ def test_mmseg_shipped_train_script_with_locatvit(user_env):
                  'upernet_locat-tiny_user')
     _check_log(log, 'mmlocat.LocAtViT')
     assert re.search(r'mIoU: [0-9.]+', log), log[-3000:]
+    # the runtime line alone gives mmseg's own train.py mmlocat's runtime
+    for name in ('RNGStateHook', 'PreemptionHook',
+                 'WeightsOnlyCheckpointHook'):
+        assert f'mmlocat runtime: custom_hooks += mmlocat.{name}' in log
 
 
 @pytest.mark.timeout(300)
