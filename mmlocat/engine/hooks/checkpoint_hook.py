@@ -28,7 +28,7 @@ from mmlocat.utils.checkpoint_io import CheckpointWriteError, write_atomic
 
 __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'ATOMIC_BACKEND',
-    'write_last_checkpoint', 'atomic_backend_args', 'stop_on_failed_write'
+    'write_last_checkpoint', 'atomic_backend_args', 'save_pointed'
 ]
 
 #: The mmengine file-backend name of :class:`AtomicLocalBackend`.
@@ -83,17 +83,35 @@ def atomic_backend_args(
     return backend_args
 
 
-def stop_on_failed_write(runner, err: CheckpointWriteError,
-                         previous: Optional[str]) -> CheckpointWriteError:
-    """The error that stops training after a failed checkpoint write,
-    saying which checkpoint ``--resume`` still finds; also logged, so the
-    log file has it, not only the traceback on stderr."""
-    kept = (f'last_checkpoint still names {previous}'
-            if previous else 'this run has no earlier checkpoint')
-    error = CheckpointWriteError(f'{err}; {kept}; training stops')
-    error.errno = err.errno
-    runner.logger.error(str(error))
-    return error
+def save_pointed(runner, out_dir: str, filename: str, **save_args) -> str:
+    """The one checkpoint save of mmlocat's hooks: ``runner.save_checkpoint``
+    into ``out_dir/filename``, then ``last_checkpoint`` pointed at it (main
+    process, atomically, only once the file is complete). A failed write
+    stops training with a :class:`CheckpointWriteError` saying which
+    checkpoint ``--resume`` still finds (also logged, so the log file has
+    it, not only the traceback on stderr).
+
+    Args:
+        save_args: ``runner.save_checkpoint``'s other arguments.
+
+    Returns:
+        The checkpoint's path.
+    """
+    previous = runner.message_hub.get_info('last_ckpt')
+    path = osp.join(out_dir, filename)
+    runner.message_hub.update_info('last_ckpt', path)
+    try:
+        runner.save_checkpoint(out_dir, filename, **save_args)
+        if is_main_process():
+            write_last_checkpoint(runner.work_dir, path)
+    except CheckpointWriteError as err:
+        kept = (f'last_checkpoint still names {previous}'
+                if previous else 'this run has no earlier checkpoint')
+        error = CheckpointWriteError(f'{err}; {kept}; training stops')
+        error.errno = err.errno
+        runner.logger.error(str(error))
+        raise error from err
+    return path
 
 
 @HOOKS.register_module()
@@ -121,28 +139,18 @@ class AtomicCheckpointHook(CheckpointHook):
 
     def _save_checkpoint_with_step(self, runner, step: int,
                                    meta: dict) -> None:
-        previous = runner.message_hub.get_info('last_ckpt')
         outdated = self._rotate(runner, step)
-        ckpt_filename = self.filename_tmpl.format(step)
-        self.last_ckpt = self.file_backend.join_path(self.out_dir,
-                                                     ckpt_filename)
-        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
-        try:
-            runner.save_checkpoint(
-                self.out_dir,
-                ckpt_filename,
-                self.file_client_args,
-                save_optimizer=self.save_optimizer,
-                save_param_scheduler=self.save_param_scheduler,
-                meta=meta,
-                by_epoch=self.by_epoch,
-                backend_args=self.backend_args,
-                **self.args)
-            if not is_main_process():
-                return
-            write_last_checkpoint(runner.work_dir, self.last_ckpt)
-        except CheckpointWriteError as err:
-            raise stop_on_failed_write(runner, err, previous) from err
+        self.last_ckpt = save_pointed(
+            runner,
+            self.out_dir,
+            self.filename_tmpl.format(step),
+            file_client_args=self.file_client_args,
+            save_optimizer=self.save_optimizer,
+            save_param_scheduler=self.save_param_scheduler,
+            meta=meta,
+            by_epoch=self.by_epoch,
+            backend_args=self.backend_args,
+            **self.args)
         if outdated is not None:
             self._remove(outdated)
 

@@ -25,9 +25,7 @@ from mmengine.logging import print_log
 from mmengine.runner import EpochBasedTrainLoop
 
 from mmlocat.registry import HOOKS
-from mmlocat.utils.checkpoint_io import CheckpointWriteError
-from .checkpoint_hook import (atomic_backend_args, stop_on_failed_write,
-                              write_last_checkpoint)
+from .checkpoint_hook import atomic_backend_args, save_pointed
 
 __all__ = ['PreemptionHook']
 
@@ -336,26 +334,17 @@ class PreemptionHook(Hook):
         if hook is not None and runner.message_hub.get_info(
                 'last_ckpt') == path and os.path.isfile(path):
             return path  # the checkpoint hook saved this iteration already
-        backend_args = atomic_backend_args(
-            out_dir, getattr(hook, 'backend_args', None),
-            getattr(hook, 'file_client_args', None))
-        previous = runner.message_hub.get_info('last_ckpt')
-        runner.message_hub.update_info('last_ckpt', path)
-        try:
-            runner.save_checkpoint(
-                out_dir,
-                filename,
-                save_optimizer=getattr(hook, 'save_optimizer', True),
-                save_param_scheduler=getattr(hook, 'save_param_scheduler',
-                                             True),
-                meta=dict(epoch=runner.epoch, iter=step),
-                by_epoch=False,
-                backend_args=backend_args)
-            if runner.rank == 0:
-                write_last_checkpoint(runner.work_dir, path)
-        except CheckpointWriteError as err:
-            raise stop_on_failed_write(runner, err, previous) from err
-        return path
+        return save_pointed(
+            runner,
+            out_dir,
+            filename,
+            save_optimizer=getattr(hook, 'save_optimizer', True),
+            save_param_scheduler=getattr(hook, 'save_param_scheduler', True),
+            meta=dict(epoch=runner.epoch, iter=step),
+            by_epoch=False,
+            backend_args=atomic_backend_args(
+                out_dir, getattr(hook, 'backend_args', None),
+                getattr(hook, 'file_client_args', None)))
 
     def _stop(self, runner, signum: int, checkpoint: Optional[str]) -> None:
         barrier()  # rank 0 has written the checkpoint before anyone exits

@@ -195,7 +195,10 @@ class RNGStateHook(Hook):
             print_log(
                 'RNGStateHook: the data stream differs from the checkpoint '
                 f'(saved, now): {changed}; the resumed run will not be '
-                'bit-identical',
+                'bit-identical: resume with the settings the checkpoint '
+                'saved (same batch size, workers, sampler and number of '
+                'processes; randomness.seed as saved or unset, with '
+                'mmlocat\'s runtime)',
                 logger='current',
                 level=logging.WARNING)
         if runner.world_size > 1 and _diff_rank_seed(runner):
