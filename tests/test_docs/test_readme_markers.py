@@ -265,6 +265,10 @@ def _read(path: str) -> str:
 def link_problems(path: str, text: str) -> list:
     """The links of Markdown ``text`` (the file ``path``, relative to the
     repository) whose file or heading does not exist."""
+
+    def target_text(dest: str) -> str:
+        return text if dest == path else _read(dest)
+
     problems = []
     prose = FENCED.sub('', text)
     for target in MD_LINK.findall(prose):
@@ -281,8 +285,7 @@ def link_problems(path: str, text: str) -> list:
             if not dest.endswith('.md'):
                 problems.append(f'{where}: #{anchor} in a file that is not '
                                 'Markdown')
-            elif anchor not in heading_anchors(
-                    text if dest == path else _read(dest)):
+            elif anchor not in heading_anchors(target_text(dest)):
                 problems.append(f'{where}: {dest} has no heading whose '
                                 f'anchor is #{anchor}')
     return problems
