@@ -180,8 +180,9 @@ def test_wrapper_interface(ade, repo_root):
 
 
 def readme_host_snippet(repo_root):
-    """The README's config lines for the hosts' own tools."""
-    with open(osp.join(repo_root, 'README.md'), encoding='utf-8') as f:
+    """The config lines for the hosts' own tools (docs/reliability.md)."""
+    path = osp.join(repo_root, 'docs', 'reliability.md')
+    with open(path, encoding='utf-8') as f:
         text = f.read()
     section = text[text.index('* **Data files.**'):]
     block = re.search(r'```python\n(.*?)```', section, re.S).group(1)

@@ -1,20 +1,26 @@
-"""Every command block of the READMEs is run by a test or says why not.
+"""Every command block of the READMEs is run by a test or says why not,
+every link of theirs leads somewhere, and the root README stays short.
 
 The blocks of README.md, configs/*/README.md and docs/**/*.md
 (readme_blocks.py): a block holding commands without a ``readme-test``
 marker fails, as does a marker naming a test that does not exist, a command
 no clause covers, or a command both run and skipped. Whether each run test
 really ran its commands is checked when it ends (conftest.py). The runner's
-own errors for a placeholder it cannot fill are checked here too.
+own errors for a placeholder it cannot fill are checked here too. In the
+same files every relative link must name an existing file and every
+``#anchor`` a heading of its page (GitHub's anchor rule, the one
+``test_method_doc.py`` applies to ``docs/method.md`` citations).
 """
 import ast
 import os.path as osp
+import re
 from functools import lru_cache
 
 import pytest
 from readme_blocks import (REPO, TEST_KINDS, Block, all_blocks, block_summary,
-                           parse_marker, parse_text, split_commands)
+                           doc_files, parse_marker, parse_text, split_commands)
 from readme_runner import ReadmeError, ReadmeRunner
+from test_method_doc import heading_anchors
 
 BLOCKS = all_blocks()
 
@@ -242,3 +248,79 @@ def test_check_clauses_compare_with_a_command_that_ran(new_root):
         runner.check(block, [5], like=(block, 1))
     with pytest.raises(ReadmeError, match='was not run'):
         runner.check(block, [2], like=(block, 5))
+
+
+# A newcomer reads the root README in five minutes; the rest is in docs/.
+README_MAX_LINES = 250
+# [text](target) and ![alt](target), with an optional "title".
+MD_LINK = re.compile(r'!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)')
+FENCED = re.compile(r'^\s*(```|~~~).*?^\s*\1\s*$', re.S | re.M)
+
+
+def _read(path: str) -> str:
+    with open(osp.join(REPO, path), encoding='utf-8') as f:
+        return f.read()
+
+
+def link_problems(path: str, text: str) -> list:
+    """The links of Markdown ``text`` (the file ``path``, relative to the
+    repository) whose file or heading does not exist."""
+
+    def target_text(dest: str) -> str:
+        return text if dest == path else _read(dest)
+
+    problems = []
+    prose = FENCED.sub('', text)
+    for target in MD_LINK.findall(prose):
+        if re.match(r'^[a-z][a-z0-9+.-]*:', target):  # http:, mailto:
+            continue
+        file, _, anchor = target.partition('#')
+        dest = osp.normpath(osp.join(osp.dirname(path), file)) if file \
+            else path
+        where = f'{path}: link ({target})'
+        if file and not osp.exists(osp.join(REPO, dest)):
+            problems.append(f'{where}: {dest} does not exist')
+            continue
+        if anchor:
+            if not dest.endswith('.md'):
+                problems.append(f'{where}: #{anchor} in a file that is not '
+                                'Markdown')
+            elif anchor not in heading_anchors(target_text(dest)):
+                problems.append(f'{where}: {dest} has no heading whose '
+                                f'anchor is #{anchor}')
+    return problems
+
+
+def test_every_relative_link_leads_to_a_file_and_heading():
+    files = doc_files()
+    assert 'README.md' in files and 'docs/reliability.md' in files
+    problems = [p for path in files for p in link_problems(path, _read(path))]
+    assert not problems, '\n'.join(problems)
+
+
+def test_the_link_check_finds_missing_files_and_headings():
+    text = ('# Title\n\n## Two words\n\n[ok](#two-words) [up](../LICENSE) '
+            '[web](https://example.org/x) ![pic](docs/nothing.png)\n'
+            '[gone](#no-such-heading) [other](docs/method.md#not-there)\n'
+            '```shell\n[in a block](nowhere.md)\n```\n')
+    assert link_problems('configs/X.md', text) == [
+        'configs/X.md: link (docs/nothing.png): configs/docs/nothing.png '
+        'does not exist',
+        'configs/X.md: link (#no-such-heading): configs/X.md has no heading '
+        'whose anchor is #no-such-heading',
+        'configs/X.md: link (docs/method.md#not-there): configs/docs/'
+        'method.md does not exist',
+    ]
+    assert link_problems('X.md', '[m](docs/method.md#lazystrike)') == []
+    assert link_problems('X.md', '[m](docs/method.md#not-there)') == [
+        'X.md: link (docs/method.md#not-there): docs/method.md has no '
+        'heading whose anchor is #not-there'
+    ]
+
+
+def test_the_root_readme_is_short():
+    lines = _read('README.md').count('\n')
+    assert lines < README_MAX_LINES, (
+        f'README.md has {lines} lines (limit {README_MAX_LINES}): a '
+        'newcomer reads it in five minutes; move the details to a docs/ '
+        'page and link it')

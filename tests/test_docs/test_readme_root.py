@@ -1,10 +1,14 @@
-"""README.md's commands, run from its own text (readme_runner.py).
+"""The commands of README.md and of the docs pages it links, run from their
+own text (readme_runner.py).
 
-The converters write the files the shipped configs load (each is loaded,
-strictly, by a config that names it); ``tools/infer.py`` runs on the
-user's images with the converted and trained checkpoints.
+The converters (docs/tools.md) write the files the shipped configs load
+(each is loaded, strictly, by a config that names it); ``tools/infer.py``
+(docs/inference.md) runs on the user's images with the converted and
+trained checkpoints; README's "Reproduce a paper row" walk goes from the
+released weights to a metric and pictures.
 """
 import json
+import os
 import os.path as osp
 import shlex
 
@@ -17,6 +21,8 @@ from readme_runner import ReadmeRunner
 from mmlocat.utils.pretrained import load_model_weights
 
 README = 'README.md'
+TOOLS = 'docs/tools.md'
+INFERENCE = 'docs/inference.md'
 # A shipped config that loads each converted file: through its backbone's
 # init_cfg, or (the DINO towers) as the checkpoint tools/test.py is given in
 # configs/last/README.md.
@@ -32,11 +38,11 @@ LOADED_BY = {
 
 
 def converters():
-    return find_block(README, 'locat2mmlocat.py  locatvit_base.safetensors')
+    return find_block(TOOLS, 'locat2mmlocat.py  locatvit_base.safetensors')
 
 
 def infer_block():
-    return find_block(README, 'python tools/infer.py photo.jpg')
+    return find_block(INFERENCE, 'python tools/infer.py photo.jpg')
 
 
 def test_converters(new_root, monkeypatch):
@@ -94,5 +100,21 @@ def test_infer_run_time_vocabulary(new_root):
 def test_make_tiny_datasets(new_root):
     root = new_root()
     ReadmeRunner(root).run(
-        find_block(README, 'make_tiny_datasets.py --root data/tiny'))
+        find_block(TOOLS, 'make_tiny_datasets.py --root data/tiny'))
     assert osp.isdir(root.abs('data/tiny/ade/ADEChallengeData2016'))
+
+
+def test_reproduce_a_paper_row(new_root):
+    """Released weights -> converted file -> data check -> training ->
+    test -> pictures, as README's walk types them (shrunk)."""
+    root = new_root()
+    block = find_block(README, 'locat2mmlocat.py locatvit_tiny.safetensors')
+    outputs = ReadmeRunner(root).run(block, lines=[1, 2, 3, 4, 6, 7])
+    _, train, test = outputs[2:5]
+    assert osp.isfile(root.abs('checkpoints/locat-t_in1k.pth'))
+    assert 'mIoU' in train and 'mIoU' in test
+    work = root.abs('work_dirs/probe_locat-t_ade20k')
+    assert [n for n in os.listdir(work) if n.startswith('iter_')]
+    pictures = os.listdir(root.abs('out'))
+    assert any(n.endswith('.png') for n in pictures)
+    assert any(n.endswith('.json') for n in pictures)
