@@ -10,7 +10,7 @@ CUDA and the growth of the process's max resident set size on CPU (see
 kernel LocAtViT picks for the device and grad mode; the column ``impl``
 says which it was).
 
-Example (the README's "GAug cost" table; one thread and process CPU
+Example (docs/benchmarks.md's "GAug cost" table; one thread and process CPU
 time, best of interleaved rounds, which is what stays stable on a shared
 machine)::
 
