@@ -147,7 +147,27 @@ def _read_torch(path: str, kind: str, safe_globals: Sequence = ()) -> object:
     except Exception as e:  # weights-only unpickler refusals
         raise ValueError(
             f'{path} is a PyTorch file ({kind}) holding objects other than '
-            f'tensors and plain containers: {_first_line(e)}') from e
+            f'tensors and plain containers: {_refused(e, path)}') from e
+
+
+def _refused(err: BaseException, path: str) -> str:
+    """What the weights-only unpickler refused, in words (torch's message
+    opens with generic advice to turn the check off)."""
+    found = re.search(r'Unsupported global: GLOBAL (\S+)', str(err))
+    if found is None:
+        return _first_line(err)
+    name = found.group(1)
+    text = f'it names {name}, which weights-only loading does not build'
+    if name in ('getattr', 'builtins.getattr'):
+        # mmengine's HistoryBuffer pickles its statistic methods this way
+        text += (' (an mmengine training checkpoint saved without '
+                 "mmlocat's runtime, runner_type='mmlocat.MMLocatRunner': "
+                 'its message hub pickles getattr(HistoryBuffer, ...)); if '
+                 'you trust the file, keep its weights with python -c '
+                 '"import torch; torch.save({\'state_dict\': torch.load('
+                 f'\'{path}\', weights_only=False)[\'state_dict\']}}, '
+                 '\'weights.pth\')" and use weights.pth')
+    return text
 
 
 def _first_line(err: BaseException) -> str:

@@ -431,3 +431,25 @@ def test_live_recent_and_other_files_temporaries_are_kept(tmp_path):
     (kept, ) = [line for line in lines if line.startswith('kept')]
     assert kept.startswith(f'kept {recent} (10 bytes), the temporary file of')
     assert ' s ago (a write on another host of a shared file system?)' in kept
+
+
+def test_a_host_training_checkpoint_is_named(tmp_path):
+    """A checkpoint an mmengine Runner saved without mmlocat's runtime
+    pickles getattr(HistoryBuffer, ...): refused, naming why and the fix
+    (issue 37 item 4), not torch's advice to switch the check off."""
+    from mmengine.logging import HistoryBuffer
+    buffer = HistoryBuffer()
+    buffer.update(1.0)
+    path = str(tmp_path / 'iter_2.pth')
+    torch.save(
+        dict(
+            state_dict=_tensors(),
+            message_hub=dict(log_scalars={'train/loss': buffer})), path)
+    with pytest.raises(ValueError) as info:
+        read_checkpoint(path)
+    message = str(info.value)
+    assert message.startswith(f'{path} is a PyTorch file (torch-zip) holding '
+                              'objects other than tensors')
+    assert "saved without mmlocat's runtime" in message
+    assert 'weights_only=False' in message  # the user's own, trusted step
+    assert 'Weights only load failed' not in message
