@@ -325,10 +325,14 @@ class EarlierRunError(FileExistsError):
 
 def _earlier_checkpoint(work_dir: str, latest: Optional[str]) -> Optional[str]:
     """The earlier run's checkpoint to name: what ``last_checkpoint``
-    names, else the newest ``*.pth`` of the work dir (``None``: none)."""
+    names, else the newest ``*.pth`` file of the work dir (``None``: none;
+    a folder of that name is no checkpoint)."""
     if latest is not None:
         return latest
-    found = glob.glob(osp.join(glob.escape(work_dir), '*.pth'))
+    found = [
+        f for f in glob.glob(osp.join(glob.escape(work_dir), '*.pth'))
+        if osp.isfile(f)
+    ]
     return max(found, key=osp.getmtime) if found else None
 
 

@@ -121,6 +121,7 @@ def test_fresh_run_over_checkpoints_without_last_checkpoint(tmp_path):
         resolve_resume(work, None)
     assert resolve_resume(work, None, overwrite=True)[0] is False
     (tmp_path / 'notes.txt').write_text('x')  # not a checkpoint
+    (tmp_path / 'iter_6.pth').mkdir()  # a folder of that name neither
     old.unlink()
     new.unlink()
     assert resolve_resume(work, None) == (False, None)
