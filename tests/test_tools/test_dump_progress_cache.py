@@ -75,4 +75,3 @@ def test_dump_shows_progress_is_short_and_cached(tmp_path, repo_root,
     side = json.load(open(tmp_path / 'b.json'))
     assert side['text_model']['weights'] == 'twin.pt'
     assert len(os.listdir(tmp_path / 'cache' / 'vocabulary')) == 2
-
