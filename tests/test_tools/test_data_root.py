@@ -68,17 +68,14 @@ def _dataset_paths(cfg):
             root = ds.get('data_root', '') or ''
             out.append((f'{split} data_root', root))
             if ds.get('ann_file'):
-                out.append((f'{split} ann_file', osp.join(
-                    root, ds.ann_file)))
+                out.append((f'{split} ann_file', osp.join(root, ds.ann_file)))
             prefix = ds.get('data_prefix') or {}
             if isinstance(prefix, str):
                 prefix = dict(prefix=prefix)
             out += [(f'{split} data_prefix.{k}', osp.join(root, v))
                     for k, v in prefix.items() if v]
         evaluators = cfg.get(f'{split}_evaluator', None) or []
-        for ev in evaluators if isinstance(evaluators, list) else [
-                evaluators
-        ]:
+        for ev in evaluators if isinstance(evaluators, list) else [evaluators]:
             if ev.get('ann_file'):
                 out.append((f'{split}_evaluator.ann_file', ev.ann_file))
     return out
@@ -134,25 +131,31 @@ def test_nested_datasets_evaluators_and_other_paths(tmp_path):
         retarget_data_root(Config(dict(a='b')), root)
 
 
-def test_train_one_iteration_from_the_tiny_data(tiny_root, tmp_path,
-                                                repo_root, subprocess_env):
+def test_train_one_iteration_from_the_tiny_data(tiny_root, tmp_path, repo_root,
+                                                subprocess_env):
     """A segmentation recipe trains one CPU iteration from the tiny data
     with ``--data-root``, a schedule override and (no downloaded weights
     here) a random backbone; the flag prints what it moved."""
-    proc = subprocess.run([
-        sys.executable, 'tools/train.py',
-        'configs/locat/upernet_locat-t_ade20k.py', '--data-root', tiny_root,
-        '--work-dir',
-        str(tmp_path / 'work'), '--cfg-options', 'train_cfg.max_iters=1',
-        'train_dataloader.batch_size=2',
-        # no ImageNet weights in a test: the backbone starts at random
-        'model.backbone.init_cfg=None'
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            'tools/train.py',
+            'configs/locat/upernet_locat-t_ade20k.py',
+            '--data-root',
+            tiny_root,
+            '--work-dir',
+            str(tmp_path / 'work'),
+            '--cfg-options',
+            'train_cfg.max_iters=1',
+            'train_dataloader.batch_size=2',
+            # no ImageNet weights in a test: the backbone starts at random
+            'model.backbone.init_cfg=None'
+        ],
+        cwd=repo_root,
+        env=subprocess_env,
+        capture_output=True,
+        text=True,
+        timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (f'--data-root: train_dataloader.dataset.data_root: '
             f'data/ade/ADEChallengeData2016 -> {tiny_root}/ade/'

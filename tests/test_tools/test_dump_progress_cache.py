@@ -66,8 +66,8 @@ def test_dump_shows_progress_is_short_and_cached(tmp_path, repo_root,
     second = _dump(repo_root, env, config, twin, str(tmp_path / 'b.npy'))
     assert 'the text tower was not built' in second, second
     assert 'OpenCLIPTextTower.init_weights' not in second, second
-    assert 'text embeddings: ' not in second.replace(
-        'text embeddings: reused', ''), second
+    assert 'text embeddings: ' not in second.replace('text embeddings: reused',
+                                                     ''), second
     a, _, rows_a = load_text_embeddings(str(tmp_path / 'a.npy'))
     b, _, rows_b = load_text_embeddings(str(tmp_path / 'b.npy'))
     np.testing.assert_array_equal(a, b)
