@@ -66,6 +66,15 @@ def _scope_kept():
 
 
 @pytest.fixture(autouse=True)
+def isolate_text_cache(tmp_path_factory, monkeypatch):
+    """Each test its own text-embedding cache (``MMLOCAT_CACHE``): a dump or
+    a run-time vocabulary never reuses another test's (or the user's)
+    embeddings; subprocesses inherit it."""
+    monkeypatch.setenv('MMLOCAT_CACHE',
+                       str(tmp_path_factory.mktemp('mmlocat_cache')))
+
+
+@pytest.fixture(autouse=True)
 def isolate_default_scope():
     """Undo ``init_default_scope`` calls of a test (mmengine keeps a global
     scope; a leaked 'mmpretrain' scope breaks later mmdet builds)."""

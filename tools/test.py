@@ -33,7 +33,8 @@ from mmengine.runner import Runner
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.vocabulary_record import ALLOW_OPTION, check_vocabulary
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.launch import (add_cfg_options, check_component_arguments,
+from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
+                                  apply_data_root, check_component_arguments,
                                   load_config, merge_cfg_options,
                                   setup_cpu_distributed)
 from mmlocat.utils.pretrained import (LoadedWeights, ModelCheckpoint,
@@ -68,6 +69,7 @@ def parse_args() -> argparse.Namespace:
         'from those the checkpoint was trained with (its '
         "meta['vocabulary'])")
     add_cfg_options(parser)
+    add_data_root_option(parser)
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -140,6 +142,8 @@ def main() -> None:
             sys.exit(2)
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
+    # before --cfg-options: a path given there wins
+    run_cli('test.py', lambda: apply_data_root(cfg, args.data_root))
     run_cli(
         'test.py',
         lambda: merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys))

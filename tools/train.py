@@ -25,7 +25,8 @@ from mmlocat.datasets.dataset_check import check_before_run
 from mmlocat.engine.data_guard import CONFIG_KEY as CHECKED_DATASET_KEY
 from mmlocat.engine.runtime import RUNNER_TYPE
 from mmlocat.utils.checkpoint_io import CheckpointWriteError
-from mmlocat.utils.launch import (add_cfg_options, check_component_arguments,
+from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
+                                  apply_data_root, check_component_arguments,
                                   enable_amp, launcher_rank, load_config,
                                   merge_cfg_options, resolve_resume,
                                   setup_cpu_distributed)
@@ -65,6 +66,7 @@ def parse_args() -> argparse.Namespace:
         '(raise, the default) or skip the sample, counted and logged; '
         'default: the config\'s checked_dataset.on_error')
     add_cfg_options(parser)
+    add_data_root_option(parser)
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -160,8 +162,10 @@ def main() -> None:
     cfg = load_config(args.config)
     cfg.launcher = args.launcher
     try:
+        # before --cfg-options: a path given there wins
+        apply_data_root(cfg, args.data_root)
         merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         _error(str(err))
 
     if args.work_dir is not None:

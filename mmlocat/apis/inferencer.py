@@ -619,6 +619,20 @@ class ZeroShotSegmentationHandler(SegmentationHandler):
         return self.model.num_classes
 
 
+#: Where the READMEs put downloaded weights (relative to the working
+#: folder), searched last for a recorded text-weights file.
+WEIGHTS_DIR = 'checkpoints'
+
+
+def text_weights_dirs(embeddings_file: str, checkpoint: str) -> List[str]:
+    """The folders searched, in order, for the CLIP text weights a
+    checkpoint or an embedding sidecar records by file name: the sidecar's
+    (embedding file's) folder, the checkpoint's folder, ``./checkpoints``
+    (the READMEs' layout)."""
+    dirs = [osp.dirname(embeddings_file), osp.dirname(checkpoint), WEIGHTS_DIR]
+    return [d for i, d in enumerate(dirs) if d and d not in dirs[:i]]
+
+
 class MMLocatInferencer:
     """From images to JSON-ready predictions and PNG pictures.
 
@@ -740,8 +754,7 @@ class MMLocatInferencer:
             where,
             text_model=text_model,
             text_weights=text_weights,
-            search_dirs=[osp.dirname(emb_file),
-                         osp.dirname(checkpoint)])
+            search_dirs=text_weights_dirs(emb_file, checkpoint))
         # the prompts of the config's own embeddings where recorded
         defaults = handler.vocabulary
         path = vocabulary_embeddings(

@@ -29,6 +29,8 @@ config says, and logs each addition.
   back to ``OptimWrapper`` (fp32; ``loss_scale`` / ``dtype`` dropped) with
   one warning, so every recipe runs a CPU trial (mmengine would stop with
   ``AmpOptimizerWrapper is only available training on gpu``);
+* a short iteration-based run (a smoke trial) logs its first iterations
+  (:func:`short_run_log_interval`; the hosts log every 50);
 * a resumed run without ``randomness.seed`` takes the seed its checkpoint
   recorded before anything is built (:func:`resumed_seed`), so samplers and
   dataloader workers draw as in the interrupted run;
@@ -45,7 +47,10 @@ from typing import List, Optional, Tuple
 
 from mmengine.config import Config
 
-__all__ = ['RUNNER_TYPE', 'apply_runtime', 'resumed_seed', 'RUNTIME_HOOKS']
+__all__ = [
+    'RUNNER_TYPE', 'apply_runtime', 'resumed_seed', 'RUNTIME_HOOKS',
+    'short_run_log_interval'
+]
 
 #: The config line that declares the runtime.
 RUNNER_TYPE = 'mmlocat.MMLocatRunner'
@@ -102,6 +107,9 @@ def apply_runtime(cfg: Config) -> List[Tuple[int, str]]:
                         'optim_wrapper: AmpOptimWrapper -> OptimWrapper (no '
                         'CUDA here: mixed precision needs a GPU; this run '
                         'trains in fp32)'))
+    line = short_run_log_interval(cfg)
+    if line is not None:
+        applied.append((logging.INFO, line))
     seed = resumed_seed(cfg)
     if seed is not None:
         cfg.randomness = dict(cfg.get('randomness', None) or {}, seed=seed)
@@ -142,3 +150,35 @@ def resumed_seed(cfg: Config) -> Optional[int]:
     from mmlocat.utils.provenance import read_checkpoint_meta
     seed = read_checkpoint_meta(checkpoint).get('seed')
     return seed if isinstance(seed, int) else None
+
+
+#: A short run logs about this many times (at least every iteration).
+SHORT_RUN_LOGS = 10
+
+
+def short_run_log_interval(cfg: Config) -> Optional[str]:
+    """Cap the logger's interval so that a short iteration-based run logs
+    its first iterations (in place).
+
+    The hosts log every 50 iterations: a 2- or 20-iteration smoke run of
+    an iteration-based recipe prints no loss at all (an epoch-based one
+    logs at each epoch's end anyway). The interval becomes
+    ``min(interval, max(1, max_iters // SHORT_RUN_LOGS))``, which leaves
+    every run of ``50 * SHORT_RUN_LOGS`` iterations or more as it is.
+
+    Returns:
+        The line for the log, or None when nothing changed (an epoch-based
+        loop, no logger hook, an interval already small enough).
+    """
+    train_cfg = cfg.get('train_cfg', None) or {}
+    max_iters = train_cfg.get('max_iters', None)
+    logger = (cfg.get('default_hooks', None) or {}).get('logger', None)
+    if not isinstance(max_iters, int) or max_iters < 1 or not logger:
+        return None
+    interval = logger.get('interval', 10)  # mmengine's LoggerHook default
+    capped = max(1, max_iters // SHORT_RUN_LOGS)
+    if interval <= capped:
+        return None
+    logger['interval'] = capped
+    return (f'default_hooks.logger.interval = {capped} (was {interval}: '
+            f'a {max_iters}-iteration run logs its first iterations)')

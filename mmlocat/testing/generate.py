@@ -25,19 +25,21 @@ from .common import dump_json
 from .imagenet_writer import IMAGENET_OWNED, write_imagenet
 from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
                           write_ade20k, write_coco_stuff, write_pascal_context)
-from .voc_cityscapes_writers import (CITYSCAPES_OWNED, VOC_OWNED,
-                                     write_cityscapes, write_pascal_voc)
+from .voc_cityscapes_writers import (CITYSCAPES_OWNED, VOC07_OWNED,
+                                     VOC_OWNED, write_cityscapes,
+                                     write_pascal_voc)
 
 __all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'DERIVED_KINDS', 'generate']
 
 DATASET_KINDS = ('ade20k', 'coco_stuff', 'pascal_context', 'coco', 'lvis',
-                 'imagenet', 'captions', 'pascal_voc', 'cityscapes',
-                 'coco_object', 'coco_object_stuff')
+                 'imagenet', 'captions', 'pascal_voc', 'pascal_voc07',
+                 'cityscapes', 'coco_object', 'coco_object_stuff')
 
 # Sub-folder of a common root per kind, mirroring the ``data/`` layout the
 # upstream configs assume (``data/ade/ADEChallengeData2016``,
-# ``data/coco_stuff164k``, ``data/VOCdevkit/VOC2010``, ``data/coco``,
-# ``data/lvis_v1``, ``data/imagenet``).
+# ``data/coco_stuff164k``, ``data/VOCdevkit/VOC2010``, ``VOC2012`` and
+# ``VOC2007`` beside it, ``data/coco``, ``data/lvis_v1``,
+# ``data/imagenet``).
 DEFAULT_SUBDIRS = dict(
     ade20k='ade',
     coco_stuff='coco_stuff164k',
@@ -46,7 +48,8 @@ DEFAULT_SUBDIRS = dict(
     lvis='lvis_v1',
     imagenet='imagenet',
     captions='captions',
-    pascal_voc='voc',
+    pascal_voc='',
+    pascal_voc07='',
     cityscapes='cityscapes',
     coco_object='coco',
     coco_object_stuff='coco_stuff164k')
@@ -59,7 +62,11 @@ DERIVED_KINDS = dict(coco_object='coco', coco_object_stuff='coco_stuff')
 GENERATOR_VERSION = 3
 
 
-def _writer(kind: str):
+def _write_voc07(root: str, *args, **options) -> Dict:
+    return write_pascal_voc(root, *args, year=2007, **options)
+
+
+def _writer(kind: str, options: Dict):
     if kind == 'ade20k':
         return write_ade20k, ADE20K_OWNED
     if kind == 'coco_stuff':
@@ -71,7 +78,10 @@ def _writer(kind: str):
     if kind == 'captions':
         return write_captions, CAPTIONS_OWNED
     if kind == 'pascal_voc':
-        return write_pascal_voc, VOC_OWNED
+        year = options.get('year', 2012)
+        return write_pascal_voc, VOC07_OWNED if year == 2007 else VOC_OWNED
+    if kind == 'pascal_voc07':  # the CorLoc rows' VOC 2007, beside 2012
+        return _write_voc07, VOC07_OWNED
     if kind == 'cityscapes':
         return write_cityscapes, CITYSCAPES_OWNED
     # The detection writers need pycocotools; import them only when used.
@@ -120,7 +130,7 @@ def generate(kind: str,
     Returns:
         dict: Paths written (``data_root`` plus kind-specific entries).
     """
-    writer, owned = _writer(kind)
+    writer, owned = _writer(kind, options)
     params = _normalise(
         dict(
             kind=kind,

@@ -32,7 +32,8 @@ __all__ = [
 # regeneration with other parameters may delete).
 ADE20K_OWNED = ('ADEChallengeData2016', )
 COCO_STUFF_OWNED = ('images', 'annotations')
-PASCAL_CONTEXT_OWNED = ('VOCdevkit', )
+# one year of the shared VOCdevkit (VOC 2007 / 2012 sit beside it)
+PASCAL_CONTEXT_OWNED = ('VOCdevkit/VOC2010', )
 
 # mmseg's COCO-Stuff train id (0..170, 255) -> the original map's value
 # (category id - 1): the 80 thing ids, then stuff ids 92..182 as 91..181.

@@ -28,10 +28,13 @@ from .shapes import NO_CLASS, draw_scene
 
 __all__ = [
     'VOC_CLASSES', 'write_pascal_voc', 'write_cityscapes', 'VOC_OWNED',
-    'CITYSCAPES_OWNED'
+    'CITYSCAPES_OWNED', 'VOC07_OWNED'
 ]
 
-VOC_OWNED = ('VOCdevkit', )
+# one year each: 2012 (the default), 2007 (``year=2007``), PASCAL Context's
+# 2010 beside them in the same VOCdevkit
+VOC_OWNED = ('VOCdevkit/VOC2012', )
+VOC07_OWNED = ('VOCdevkit/VOC2007', )
 CITYSCAPES_OWNED = ('leftImg8bit', 'gtFine')
 
 # The 20 object classes in label order (mmseg's PascalVOCDataset without

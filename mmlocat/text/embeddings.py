@@ -31,9 +31,11 @@ reorder silently.
 import json
 import os
 import os.path as osp
+import sys
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+from tqdm import tqdm
 
 from mmlocat.utils.safe_load import load_array
 from .class_names import BACKGROUND, read_class_names, read_json
@@ -84,9 +86,15 @@ def embed_names(names: Sequence[str], encode_text_fn: Encoder,
     open_clip embeds them alike)."""
     check_templates(templates, prompt_style)
     done: Dict[str, np.ndarray] = {}
-    for name in names:
-        if name in done:
-            continue
+    todo = list(dict.fromkeys(names))
+    # a CPU text tower takes seconds per class: a bar with an ETA on stderr
+    for name in tqdm(
+            todo,
+            desc='text embeddings',
+            unit='class',
+            file=sys.stderr,
+            disable=False,
+            dynamic_ncols=True):
         prompts = class_prompts(name, templates, prompt_style)
         feats = encode_text_fn(prompts)
         if hasattr(feats, 'detach'):  # torch tensor

@@ -222,6 +222,34 @@ def merge_cfg_options(cfg: Config,
     cfg.merge_from_dict(options)
 
 
+def add_data_root_option(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--data-root DIR`` (:func:`apply_data_root`), as every tool
+    that reads a config's data names it."""
+    parser.add_argument(
+        '--data-root',
+        metavar='DIR',
+        help='read the data from DIR instead of ./data: every path of the '
+        'config under data/ (datasets, nested datasets, evaluator '
+        'annotation files, embedding files) moves to the same path under '
+        'DIR; each change is printed')
+
+
+def apply_data_root(cfg: Config, root: Optional[str]) -> List[str]:
+    """``--data-root``: :func:`mmlocat.utils.data_root.retarget_data_root`,
+    each change printed; nothing without ``root``.
+
+    Returns:
+        The printed lines.
+    """
+    if not root:
+        return []
+    from .data_root import retarget_data_root
+    lines = retarget_data_root(cfg, root)
+    for line in lines:
+        print(f'--data-root: {line}')
+    return lines
+
+
 def _registered(registry, type_, scope: Optional[str]):
     """The class ``type_`` names in ``registry`` under ``scope`` (None if
     it is not registered: the Runner reports that itself)."""

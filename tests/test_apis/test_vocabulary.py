@@ -185,3 +185,29 @@ def test_resolve_text_model_compares_text_towers(tmp_path):
         f'records the text tower {fingerprint} (of eva.pt) for CLIP '
         "EVA02-B-16: pass the text weights of the detector's CLIP")
     assert text_sha256(other) != fingerprint
+
+
+def test_text_weights_found_in_the_readmes_layout(tmp_path, monkeypatch):
+    """The READMEs keep CLIP weights in ./checkpoints and the detector's
+    embeddings under data/: a bare recorded file name is found there, after
+    the sidecar's and the checkpoint's folders; when it is nowhere, the
+    message names every place searched and --text-weights."""
+    from mmlocat.apis.inferencer import text_weights_dirs
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'checkpoints').mkdir()
+    weights = tmp_path / 'checkpoints' / 'ViT-B-16.pt'
+    weights.write_bytes(b'clip')
+    record = dict(
+        name='ViT-B-16', weights='ViT-B-16.pt', sha256=file_sha256(weights))
+    dirs = text_weights_dirs('data/coco/embeddings/x.npy',
+                             'work_dirs/fvit/iter_1.pth')
+    assert dirs == ['data/coco/embeddings', 'work_dirs/fvit', 'checkpoints']
+    assert text_weights_dirs('', 'iter_1.pth') == ['checkpoints']
+    assert voc.resolve_text_model(
+        record, 'iter_1.pth',
+        search_dirs=dirs) == ('ViT-B-16', 'checkpoints/ViT-B-16.pt')
+    weights.unlink()
+    with pytest.raises(ValueError) as err:
+        voc.resolve_text_model(record, 'iter_1.pth', search_dirs=dirs)
+    for place in dirs + ['--text-weights']:
+        assert place in str(err.value)

@@ -9,7 +9,8 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmlocat.engine.runtime import RUNNER_TYPE, apply_runtime, resumed_seed
+from mmlocat.engine.runtime import (RUNNER_TYPE, apply_runtime, resumed_seed,
+                                    short_run_log_interval)
 from mmlocat.utils.launch import load_config
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -133,3 +134,32 @@ def test_mixed_precision_falls_back_on_a_machine_without_cuda():
         'here: mixed precision needs a GPU; this run trains in '
         'fp32)'
     ]
+
+
+def test_a_short_run_logs_its_first_iterations():
+    """A 2-iteration UperNet smoke run (the hosts log every 50) logs every
+    iteration; a 100-iteration run every 10; the full schedule and an
+    epoch-based run are untouched."""
+    cfg = load_config(
+        osp.join(REPO, 'configs/locat/upernet_locat-t_ade20k.py'))
+    assert cfg.default_hooks.logger.interval == 50
+    assert cfg.train_cfg.type == 'IterBasedTrainLoop'
+    full = cfg.train_cfg.max_iters
+    assert short_run_log_interval(cfg) is None
+    assert cfg.default_hooks.logger.interval == 50
+    for max_iters, want in ((2, 1), (100, 10), (499, 49)):
+        cfg.default_hooks.logger.interval = 50
+        cfg.train_cfg.max_iters = max_iters
+        line = short_run_log_interval(cfg)
+        assert cfg.default_hooks.logger.interval == want, max_iters
+        assert line == (f'default_hooks.logger.interval = {want} (was 50: '
+                        f'a {max_iters}-iteration run logs its first '
+                        'iterations)')
+    cfg.train_cfg.max_iters = full
+    cfg.default_hooks.logger.interval = 50
+    epochs = Config(
+        dict(
+            train_cfg=dict(by_epoch=True, max_epochs=1),
+            default_hooks=dict(logger=dict(type='LoggerHook', interval=50))))
+    assert short_run_log_interval(epochs) is None
+    assert epochs.default_hooks.logger.interval == 50

@@ -8,6 +8,7 @@ Example::
 
 Each kind goes to ``ROOT/<sub-folder>`` mirroring the usual ``data/`` layout
 (``ade/ADEChallengeData2016``, ``coco_stuff164k``, ``VOCdevkit/VOC2010``,
+``VOCdevkit/VOC2012`` and ``VOCdevkit/VOC2007`` (the CorLoc rows),
 ``coco``, ``lvis_v1``, ``imagenet``), so a config can point its
 ``data_root`` there. COCO-Object is a conversion in its source's folder
 (``coco/coco_object`` from COCO's instances, ``coco_stuff164k/coco_object``

@@ -20,7 +20,8 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.datasets.dataset_check import (SPLITS, check_config_data,
                                             reports_json)
 from mmlocat.utils.checkpoint_io import run_cli
-from mmlocat.utils.launch import (add_cfg_options, load_config,
+from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
+                                  apply_data_root, load_config,
                                   merge_cfg_options)
 
 
@@ -44,12 +45,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         '--out', help='write every fault and note to this JSON file')
     add_cfg_options(parser)
+    add_data_root_option(parser)
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     cfg = load_config(args.config)
+    apply_data_root(cfg, args.data_root)  # --cfg-options win
     merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
     reports = check_config_data(
         cfg, splits=(args.split, ), num_workers=args.num_workers)

@@ -57,6 +57,15 @@ refused)::
 
 ``--model-config FILE`` registers an open_clip model-config JSON (its file
 stem is the model name) for models open_clip does not ship.
+
+A progress bar with an ETA counts the classes encoded. Outputs are cached
+under ``$MMLOCAT_CACHE/vocabulary`` (default ``~/.cache/mmlocat/vocabulary``;
+the run-time vocabularies of ``tools/infer.py --classes`` live there too),
+keyed by names, model, the weights' sha256, templates, prompt style and
+background row: a second dump of the same embeddings (a LaSt config and its
+CLS twin share their text tower) copies them without building the tower.
+``--no-cache`` encodes anyway; ``rm -r ~/.cache/mmlocat/vocabulary`` clears
+the cache.
 """
 import argparse
 import json
@@ -70,6 +79,7 @@ from mmlocat.text import (PROMPT_STYLES, TEMPLATE_SETS, encoder_record,
                           read_class_names, register_model_config,
                           save_base_classes, write_text_embeddings,
                           zero_shot_class_name_lines, zero_shot_classes)
+from mmlocat.text.cache import cached_text_embeddings
 from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.output_guard import refuse_output_over_input
@@ -120,6 +130,12 @@ def parse_args(argv=None):
         help="F-ViT's name / article / 'This is' rules (default) or plain "
         "filling (default with --imagenet; the config's with --seg-config)")
     parser.add_argument('--device', default='cpu')
+    parser.add_argument(
+        '--no-cache',
+        action='store_true',
+        help='encode even when the cache ($MMLOCAT_CACHE/vocabulary, '
+        'default ~/.cache/mmlocat/vocabulary) holds these embeddings, and '
+        'leave the cache as it is')
     parser.add_argument('out', help='output .npy path')
     return parser.parse_args(argv)
 
@@ -184,19 +200,32 @@ def main():
     model_name = args.model
     if args.model_config:
         model_name = register_model_config(args.model_config)
-    encode = open_clip_encoder(model_name, args.pretrained, args.device)
-    # ImageNet's lists name a few classes twice (open_clip: missile,
-    # sunglasses): one embedding each, as open_clip
-    embeddings, rows = write_text_embeddings(
-        args.out,
-        names,
-        encode,
-        encoder_record(encode, model_name, args.pretrained),
+    recipe = dict(
         templates=args.templates,
         prompt_style=args.prompt_style,
         background=args.background,
         class_name_lines=lines,
+        # ImageNet's lists name a few classes twice (open_clip: missile,
+        # sunglasses): one embedding each, as open_clip
         repeated_names=imagenet)
+    if args.no_cache:
+        encode = open_clip_encoder(model_name, args.pretrained, args.device)
+        embeddings, rows = write_text_embeddings(
+            args.out, names, encode,
+            encoder_record(encode, model_name, args.pretrained), **recipe)
+    else:
+
+        def build_encoder():
+            return open_clip_encoder(model_name, args.pretrained, args.device)
+
+        embeddings, rows, _ = cached_text_embeddings(
+            args.out,
+            names,
+            model_name,
+            args.pretrained,
+            build_encoder,
+            model_config=args.model_config,
+            **recipe)
     print(f'{args.out}: {embeddings.shape[0]} x {embeddings.shape[1]} '
           f'({len(rows)} names, {len(names)} classes, {args.templates} '
           f'templates, {args.prompt_style} prompts)')

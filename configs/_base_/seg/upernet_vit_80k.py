@@ -14,6 +14,8 @@ optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(
         type='AdamW', lr=0.00006, betas=(0.9, 0.999), weight_decay=0.01),
+    # mmengine's default, its per-parameter log lines summarised
+    constructor='mmlocat.SummarisedOptimWrapperConstructor',
     paramwise_cfg=dict(
         custom_keys={
             'pos_embed': dict(decay_mult=0.),

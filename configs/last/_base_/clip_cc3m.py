@@ -152,6 +152,8 @@ optim_wrapper = dict(
     type='AmpOptimWrapper',
     optimizer=dict(
         type='AdamW', lr=1e-5, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.2),
+    # mmengine's default, its per-parameter log lines summarised
+    constructor='mmlocat.SummarisedOptimWrapperConstructor',
     paramwise_cfg=dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,

@@ -107,6 +107,8 @@ optim_wrapper = dict(
         weight_decay=0.05,
         eps=1e-8,
         betas=(0.9, 0.999)),
+    # mmengine's default, its per-parameter log lines summarised
+    constructor='mmlocat.SummarisedOptimWrapperConstructor',
     paramwise_cfg=dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,

@@ -49,6 +49,7 @@ from mmpretrain.models.backbones import VisionTransformer
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import pretrained_init_cfg
 from ..layers.finite import finite_checks_on
 from ..layers.global_pool import GlobalPool
@@ -74,7 +75,10 @@ class _FreezeWhenBuilt(ABCMeta):
 
 
 class TokenLoopViT(
-        StrictPretrainedMixin, VisionTransformer, metaclass=_FreezeWhenBuilt):
+        SummarisedInitInfo,
+        StrictPretrainedMixin,
+        VisionTransformer,
+        metaclass=_FreezeWhenBuilt):
     """mmpretrain's ViT with one overridable token loop and one lifecycle
     (see the module).
 

@@ -14,12 +14,13 @@ from mmpretrain.structures import DataSample
 from torch import Tensor
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.init_info import SummarisedInitInfo
 
 __all__ = ['PatchScoreClassifier']
 
 
 @MODELS.register_module()
-class PatchScoreClassifier(ImageClassifier):
+class PatchScoreClassifier(SummarisedInitInfo, ImageClassifier):
     """``ImageClassifier`` that attaches patch scores to its predictions.
 
     ``predict`` sets two fields on every returned ``DataSample``:

@@ -32,6 +32,7 @@ from mmengine.model import BaseModel
 from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
+from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
 from mmlocat.utils.provenance import check_same_clip, read_checkpoint_meta
 from .text_tower import OpenCLIPTextTower
@@ -87,7 +88,7 @@ def _image_init_record(encoder_cfg: dict,
 
 
 @MODELS.register_module()
-class CLIPContrastive(BaseModel):
+class CLIPContrastive(SummarisedInitInfo, BaseModel):
     """CLIP-style contrastive model: mmlocat image tower + open_clip text.
 
     ``loss``: unit-norm image and text features, symmetric InfoNCE

@@ -19,6 +19,7 @@ from torch import Tensor
 from mmlocat.utils.checkpoint_io import read_clip_state_dict
 from mmlocat.utils.converters.clip import check_openai_archive_act
 from mmlocat.utils.hosts import require_open_clip
+from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.provenance import (clip_provenance, file_text_sha256,
                                       text_sha256)
 
@@ -81,7 +82,7 @@ def open_clip_text_act(model: torch.nn.Module) -> Optional[str]:
     return None
 
 
-class OpenCLIPTextTower(BaseModule):
+class OpenCLIPTextTower(SummarisedInitInfo, BaseModule):
     """open_clip's text tower (token embedding ... text projection).
 
     Args:

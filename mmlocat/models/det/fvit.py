@@ -20,6 +20,7 @@ from torch import Tensor
 
 from mmlocat.registry import MODELS
 from mmlocat.text import read_text_model
+from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_checkpoint_clip
 from ..backbones.vit_base import TokenLoopViT
@@ -34,7 +35,7 @@ AUTOCAST_DTYPES = dict(float16=torch.float16, bfloat16=torch.bfloat16)
 
 
 @MODELS.register_module()
-class FViT(TwoStageDetector):
+class FViT(SummarisedInitInfo, TwoStageDetector):
     """Two-stage detector on a frozen ViT with CLIP score fusion.
 
     The backbone is frozen (built with ``frozen=True``: no gradients,

@@ -34,6 +34,7 @@ from mmlocat.text import (BACKGROUND, check_class_name_lines,
                           check_prompt_recipe, check_same_classes,
                           load_query_embeddings, read_class_name_file,
                           read_text_model, sidecar_path)
+from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.provenance import check_checkpoint_clip
 from mmlocat.visualization.palette import class_palette
@@ -43,7 +44,7 @@ __all__ = ['ZeroShotSegmentor']
 
 
 @MODELS.register_module()
-class ZeroShotSegmentor(BaseSegmentor):
+class ZeroShotSegmentor(SummarisedInitInfo, BaseSegmentor):
     """Zero-shot segmentor: patch-text cosine of a frozen CLIP tower.
 
     Per window: unit-norm patch features ``(h, w, D)`` against the ``Q``
