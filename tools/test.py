@@ -35,8 +35,7 @@ from mmlocat.datasets.vocabulary_record import ALLOW_OPTION, check_vocabulary
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
                                   apply_data_root, check_component_arguments,
-                                  load_config, merge_cfg_options,
-                                  setup_cpu_distributed)
+                                  load_config, merge_cfg_options)
 from mmlocat.utils.pretrained import (LoadedWeights, ModelCheckpoint,
                                       load_model_weights)
 
@@ -160,7 +159,6 @@ def main() -> None:
         enable_visualization(cfg, args)
     run_cli('test.py', lambda: check_component_arguments(cfg))
 
-    setup_cpu_distributed(cfg, args.launcher)
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)
     else:

@@ -8,7 +8,7 @@ wrapper. What it does besides building the Runner, each printed when it
 applies: ``--amp`` and ``--on-data-error`` change the config; the work dir
 is locked (rank 0) and a fresh start over an earlier run's checkpoints is
 refused (``--resume`` / ``--overwrite``); ``--check-data`` reads every file
-first; ``--launcher pytorch`` without CUDA starts a gloo process group.
+first.
 """
 import argparse
 import contextlib
@@ -28,8 +28,7 @@ from mmlocat.utils.checkpoint_io import CheckpointWriteError
 from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
                                   apply_data_root, check_component_arguments,
                                   enable_amp, launcher_rank, load_config,
-                                  merge_cfg_options, resolve_resume,
-                                  setup_cpu_distributed)
+                                  merge_cfg_options, resolve_resume)
 from mmlocat.utils.work_dir_lock import WorkDirBusyError, WorkDirLock
 
 
@@ -213,7 +212,6 @@ def main() -> None:
             print(f'train.py: warning: {note}', file=sys.stderr)
     try:
         with _exit_on_signals():
-            setup_cpu_distributed(cfg, args.launcher)
             if 'runner_type' in cfg:
                 runner = RUNNERS.build(cfg)
             else:

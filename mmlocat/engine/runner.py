@@ -1,6 +1,7 @@
 """The Runner a config names to get mmlocat's runtime
 (:mod:`mmlocat.engine.runtime`)."""
 import copy
+import logging
 
 from mmengine.config import Config
 from mmengine.runner import Runner
@@ -8,7 +9,7 @@ from mmengine.runner import Runner
 from mmlocat.registry import RUNNERS
 from mmlocat.utils.launch import check_component_arguments
 from .data_guard import guard_runner_data
-from .runtime import apply_runtime
+from .runtime import apply_runtime, setup_cpu_distributed
 
 __all__ = ['MMLocatRunner']
 
@@ -23,7 +24,9 @@ class MMLocatRunner(Runner):
     ``tools/test.py``) builds it. :meth:`from_cfg` completes the config with
     :func:`~mmlocat.engine.runtime.apply_runtime` (each addition is
     logged; the completed config is what the work dir and the checkpoints
-    record), checks the keywords of its hooks and loops
+    record), starts a gloo process group for ``--launcher pytorch`` on a
+    machine without CUDA (:func:`~mmlocat.engine.runtime.
+    setup_cpu_distributed`), checks the keywords of its hooks and loops
     (:func:`~mmlocat.utils.launch.check_component_arguments`) and wraps
     the datasets in :class:`mmlocat.CheckedDataset`.
     Nothing else differs from mmengine's Runner.
@@ -33,6 +36,9 @@ class MMLocatRunner(Runner):
     def from_cfg(cls, cfg: Config) -> 'MMLocatRunner':
         cfg = copy.deepcopy(cfg)
         applied = apply_runtime(cfg)
+        distributed = setup_cpu_distributed(cfg)
+        if distributed is not None:
+            applied.append((logging.INFO, distributed))
         # a misspelt hook / loop keyword fails now, not at its first use
         check_component_arguments(cfg)
         runner = super().from_cfg(cfg)

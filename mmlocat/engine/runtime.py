@@ -42,14 +42,15 @@ A hook, loop or checkpoint hook of another type that the config names is
 kept as it is.
 """
 import logging
+import os
 import os.path as osp
 from typing import List, Optional, Tuple
 
 from mmengine.config import Config
 
 __all__ = [
-    'RUNNER_TYPE', 'apply_runtime', 'resumed_seed', 'RUNTIME_HOOKS',
-    'short_run_log_interval'
+    'setup_cpu_distributed', 'RUNNER_TYPE', 'apply_runtime', 'resumed_seed',
+    'RUNTIME_HOOKS', 'short_run_log_interval'
 ]
 
 #: The config line that declares the runtime.
@@ -116,6 +117,38 @@ def apply_runtime(cfg: Config) -> List[Tuple[int, str]]:
         applied.append((logging.INFO, f'randomness.seed = {seed} (recorded '
                         'by the checkpoint this run resumes)'))
     return applied
+
+
+def setup_cpu_distributed(cfg: Config) -> Optional[str]:
+    """Start a gloo process group when launched without CUDA.
+
+    mmengine's ``init_dist`` always calls ``torch.cuda.set_device``, which
+    fails on CPU-only machines. Initialising the group here first makes the
+    Runner skip its own initialisation, and the model is wrapped by
+    :class:`mmlocat.engine.CPUDistributedDataParallel` (no ``device_ids``,
+    SyncBN reverted), so ``dist_train.sh`` also works on CPU (tests,
+    laptops). Does nothing when CUDA is available.
+
+    Returns:
+        The line for the log, or None when nothing was done.
+    """
+    import torch
+    import torch.distributed as dist
+    if cfg.get('launcher', 'none') != 'pytorch' or torch.cuda.is_available():
+        return None
+    if dist.is_available() and not dist.is_initialized():
+        dist.init_process_group(backend='gloo')
+    env_cfg = cfg.setdefault('env_cfg', {})
+    env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
+    os.environ.setdefault('LOCAL_RANK', '0')
+    wrapper = cfg.get('model_wrapper_cfg', None) or {}
+    wrapper.setdefault('type', 'mmlocat.CPUDistributedDataParallel')
+    wrapper.setdefault('broadcast_buffers', False)
+    wrapper.setdefault('find_unused_parameters',
+                       cfg.get('find_unused_parameters', False))
+    cfg.model_wrapper_cfg = wrapper
+    return ('launcher pytorch without CUDA: a gloo process group, '
+            'model_wrapper_cfg = mmlocat.CPUDistributedDataParallel')
 
 
 def _amp_without_cuda(cfg: Config) -> bool:

@@ -14,46 +14,19 @@ import os
 import os.path as osp
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import torch
-import torch.distributed as dist
 from mmengine.config import Config, DictAction
 
 from .checkpoint_io import CheckpointWriteError, write_atomic
 
 __all__ = [
-    'setup_cpu_distributed', 'enable_amp', 'load_config', 'resolve_resume',
-    'launcher_rank', 'EarlierRunError', 'ToolConfig', 'add_cfg_options',
-    'merge_cfg_options', 'check_component_arguments', 'NEW_KEYS_OPTION'
+    'enable_amp', 'load_config', 'resolve_resume', 'launcher_rank',
+    'EarlierRunError', 'ToolConfig', 'add_cfg_options', 'merge_cfg_options',
+    'check_component_arguments', 'NEW_KEYS_OPTION'
 ]
 
 FORMAT_ENV = 'MMLOCAT_FORMAT_CONFIG'
 #: The option that lets ``--cfg-options`` add top-level keys on purpose.
 NEW_KEYS_OPTION = '--cfg-new-keys'
-
-
-def setup_cpu_distributed(cfg: Config, launcher: str) -> None:
-    """Start a gloo process group when launched without CUDA.
-
-    mmengine's ``init_dist`` always calls ``torch.cuda.set_device``, which
-    fails on CPU-only machines. Initialising the group here first makes the
-    Runner skip its own initialisation, and the model is wrapped by
-    :class:`mmlocat.engine.CPUDistributedDataParallel` (no ``device_ids``,
-    SyncBN reverted), so ``dist_train.sh`` also works on CPU (tests,
-    laptops). Does nothing when CUDA is available.
-    """
-    if launcher != 'pytorch' or torch.cuda.is_available():
-        return
-    if dist.is_available() and not dist.is_initialized():
-        dist.init_process_group(backend='gloo')
-    env_cfg = cfg.setdefault('env_cfg', {})
-    env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
-    os.environ.setdefault('LOCAL_RANK', '0')
-    wrapper = cfg.get('model_wrapper_cfg', None) or {}
-    wrapper.setdefault('type', 'mmlocat.CPUDistributedDataParallel')
-    wrapper.setdefault('broadcast_buffers', False)
-    wrapper.setdefault('find_unused_parameters',
-                       cfg.get('find_unused_parameters', False))
-    cfg.model_wrapper_cfg = wrapper
 
 
 def enable_amp(cfg: Config) -> None:
