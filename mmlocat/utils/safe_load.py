@@ -33,13 +33,13 @@ mmlocat is imported, two narrow things are provided:
   those plain data types (``HistoryBuffer``, numpy arrays, scalars and
   dtypes, ``_codecs.encode`` used by numpy's pickles) for the loads inside
   it, and removing again what it added;
-* :func:`history_buffer_for_saving`: a stand-in that pickles a
-  ``HistoryBuffer`` without its class-level table of statistic methods.
-  mmengine's own ``__getstate__`` stores bound references such as
-  ``HistoryBuffer.mean`` there, pickled as ``getattr(HistoryBuffer,
-  'mean')``; allowing ``getattr`` would let a checkpoint reach arbitrary
-  objects, i.e. disable the check. The file then holds a plain
-  ``HistoryBuffer`` (mmengine's ``__setstate__`` rebuilds the table).
+* :func:`history_buffer_for_saving` / :func:`history_buffer_from_saved`:
+  a ``HistoryBuffer`` as plain data (tensors and ints) and back. mmengine's
+  own ``__getstate__`` stores bound references such as
+  ``HistoryBuffer.mean``, pickled as ``getattr(HistoryBuffer, 'mean')``;
+  allowing ``getattr`` would let a checkpoint reach arbitrary objects,
+  i.e. disable the check. Written as plain data, a checkpoint needs no
+  allow-listing at all (the hosts' ``tools/test.py`` reads it).
 
 :class:`mmlocat.engine.WeightsOnlyCheckpointHook` applies both to a
 Runner; mmengine's classes are not modified.
@@ -59,8 +59,8 @@ import torch
 
 __all__ = [
     'mmengine_checkpoint_safe_globals', 'mmengine_checkpoint_globals',
-    'history_buffer_for_saving', 'torch_load', 'load_array',
-    'read_torchscript_state_dict'
+    'history_buffer_for_saving', 'history_buffer_from_saved', 'torch_load',
+    'load_array', 'read_torchscript_state_dict'
 ]
 
 
@@ -108,23 +108,34 @@ def mmengine_checkpoint_globals(extra: Sequence = ()) -> Iterator[None]:
         yield
 
 
-class _HistoryBufferState:
-    """Pickles as ``HistoryBuffer()`` + its data, without the method table
-    (see the module docstring)."""
-
-    def __init__(self, buffer) -> None:
-        self.buffer = buffer
-
-    def __reduce__(self):
-        state = dict(self.buffer.__dict__)
-        # mmengine's __getstate__ leaves its table on the live object
-        state.pop('statistics_methods', None)
-        return type(self.buffer), (), state
+#: Marks a ``HistoryBuffer`` written as plain data in a checkpoint.
+HISTORY_BUFFER_TAG = 'mmlocat.HistoryBuffer'
 
 
-def history_buffer_for_saving(buffer) -> object:
-    """What to put in a checkpoint in place of the ``HistoryBuffer``."""
-    return _HistoryBufferState(buffer)
+def history_buffer_for_saving(buffer) -> dict:
+    """A ``HistoryBuffer`` as plain data (tensors, ints): what any
+    weights-only load reads without allow-listing anything, so the hosts'
+    own ``tools/test.py`` reads mmlocat's checkpoints.
+    :func:`history_buffer_from_saved` rebuilds it (bit for bit)."""
+    return {
+        'type': HISTORY_BUFFER_TAG,
+        'log_history': torch.from_numpy(np.array(buffer._log_history)),
+        'count_history': torch.from_numpy(np.array(buffer._count_history)),
+        'max_length': int(buffer.max_length),
+    }
+
+
+def history_buffer_from_saved(value):
+    """The ``HistoryBuffer`` :func:`history_buffer_for_saving` wrote, or
+    ``value`` itself when it is not one."""
+    if not (isinstance(value, dict)
+            and value.get('type') == HISTORY_BUFFER_TAG):
+        return value
+    from mmengine.logging import HistoryBuffer
+    return HistoryBuffer(
+        value['log_history'].numpy(),
+        value['count_history'].numpy(),
+        max_length=value['max_length'])
 
 
 def torch_load(source: Union[str, IO[bytes]],

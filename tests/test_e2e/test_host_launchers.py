@@ -15,8 +15,9 @@ in their wheels (``PKG/.mim/tools/``: what ``dist_train.sh``,
   ``tools/train.py`` and the host's are identical (the same seed: the one
   the interrupted run drew); mmpretrain's ``test.py`` reads the checkpoint;
 * segmentation (a shrunk UperNet recipe) under mmseg's ``train.py`` and
-  detection (a shrunk F-ViT recipe) under mmdet's: identical losses and
-  checkpoint tensors to mmlocat's ``tools/train.py``.
+  detection (a shrunk F-ViT recipe, epoch-based) under mmdet's: the same
+  kill -9 / ``--resume`` and the same equality with mmlocat's
+  ``tools/train.py``; the host's ``test.py`` reads the result.
 """
 import importlib.util
 import json
@@ -81,6 +82,51 @@ def losses_of(cmd: list, env: dict, cwd: str, path: str) -> dict:
     return read_losses(path)
 
 
+def check_host_launcher(config: str, package: str, tmp_path, repo_root: str,
+                        env: dict, every: int, stop: int, total: int,
+                        last: str) -> str:
+    """The runs every host gets: killed (SIGKILL) after iteration ``stop``,
+    its last periodic checkpoint after ``every``; the host's ``--resume``
+    (no seed anywhere); then, with the seed the killed run drew, mmlocat's
+    ``tools/train.py`` and the host's uninterrupted. Losses (float.hex)
+    and final checkpoint tensors must agree. Returns the resumed run's
+    final checkpoint."""
+    train = host_tool(package, 'train.py')
+    killed, killed_losses = str(tmp_path / 'killed'), str(tmp_path / 'k.txt')
+    with paused_run(
+            command(train, config, killed),
+            probe_env(env, losses=killed_losses, pause_at=stop), repo_root,
+            killed_losses) as proc:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    with open(osp.join(killed, 'last_checkpoint')) as f:
+        periodic = read_checkpoint(f.read().strip())
+    assert periodic['meta']['iter'] == every
+    seed = periodic['meta']['seed']
+    resumed = losses_of(
+        command(train, config, killed, '--resume'), env, repo_root,
+        str(tmp_path / 'resumed.txt'))
+
+    seeded = ['--cfg-options', f'randomness.seed={seed}']
+    ours = losses_of(
+        command('tools/train.py', config, str(tmp_path / 'ours'), *seeded),
+        env, repo_root, str(tmp_path / 'ours.txt'))
+    host = losses_of(
+        command(train, config, str(tmp_path / 'host'), *seeded), env,
+        repo_root, str(tmp_path / 'host.txt'))
+    assert sorted(ours) == list(range(1, total + 1))
+    assert host == ours
+    assert_same_tensors(
+        osp.join(tmp_path, 'ours', last), osp.join(tmp_path, 'host', last))
+    killed_run = read_losses(killed_losses)
+    assert {i: killed_run[i] for i in range(1, stop + 1)} == \
+        {i: ours[i] for i in range(1, stop + 1)}
+    assert resumed == {i: ours[i] for i in range(every + 1, total + 1)}
+    assert_same_tensors(
+        osp.join(killed, last), osp.join(tmp_path, 'ours', last))
+    return osp.join(killed, last)
+
+
 @pytest.mark.timeout(900)
 def test_classification_under_mmpretrain_train_py(tmp_path, repo_root,
                                                   subprocess_env):
@@ -101,47 +147,14 @@ def test_classification_under_mmpretrain_train_py(tmp_path, repo_root,
                 '"Resize", scale=(32, 32)), dict(type="PackInputs")]))\n'
                 "test_evaluator = dict(type='Accuracy', topk=(1, ))\n"
                 'test_cfg = dict()\n' % data)
-    train = host_tool('mmpretrain', 'train.py')
-
-    # killed (SIGKILL) after iteration 4; its last checkpoint: iteration 3
-    killed, killed_losses = str(tmp_path / 'killed'), str(tmp_path / 'k.txt')
-    with paused_run(
-            command(train, config, killed),
-            probe_env(subprocess_env, losses=killed_losses, pause_at=STOP),
-            repo_root, killed_losses) as proc:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
-    seed = read_checkpoint(osp.join(killed,
-                                    f'iter_{EVERY}.pth'))['meta']['seed']
-    resumed = losses_of(
-        command(train, config, killed, '--resume'), subprocess_env, repo_root,
-        str(tmp_path / 'resumed.txt'))
-
-    # references with the seed the interrupted run drew: mmlocat's tool and
-    # the host's, uninterrupted
-    seeded = ['--cfg-options', f'randomness.seed={seed}']
-    ours = losses_of(
-        command('tools/train.py', config, str(tmp_path / 'ours'), *seeded),
-        subprocess_env, repo_root, str(tmp_path / 'ours.txt'))
-    host = losses_of(
-        command(train, config, str(tmp_path / 'host'), *seeded),
-        subprocess_env, repo_root, str(tmp_path / 'host.txt'))
-    assert sorted(ours) == list(range(1, ITERS + 1))
-    assert host == ours
-    last = f'iter_{ITERS}.pth'
-    assert_same_tensors(
-        osp.join(tmp_path, 'ours', last), osp.join(tmp_path, 'host', last))
-    killed_run = read_losses(killed_losses)
-    assert {i: killed_run[i] for i in range(1, STOP + 1)} == \
-        {i: ours[i] for i in range(1, STOP + 1)}
-    assert resumed == {i: ours[i] for i in range(EVERY + 1, ITERS + 1)}
-    assert_same_tensors(
-        osp.join(killed, last), osp.join(tmp_path, 'ours', last))
+    final = check_host_launcher(config, 'mmpretrain', tmp_path, repo_root,
+                                subprocess_env, EVERY, STOP, ITERS,
+                                f'iter_{ITERS}.pth')
 
     # SIGTERM: the runtime's PreemptionHook saves iteration 4 first
     stopped, stopped_losses = str(tmp_path / 'term'), str(tmp_path / 't.txt')
     with paused_run(
-            command(train, config, stopped),
+            command(host_tool('mmpretrain', 'train.py'), config, stopped),
             probe_env(subprocess_env, losses=stopped_losses, pause_at=STOP),
             repo_root, stopped_losses) as proc:
         os.kill(proc.pid, signal.SIGTERM)
@@ -153,26 +166,10 @@ def test_classification_under_mmpretrain_train_py(tmp_path, repo_root,
     # mmpretrain's own test.py reads what the runs wrote
     log = run([
         sys.executable,
-        host_tool('mmpretrain', 'test.py'), config,
-        osp.join(killed, last), '--work-dir',
+        host_tool('mmpretrain', 'test.py'), config, final, '--work-dir',
         str(tmp_path / 'test')
     ], probe_env(subprocess_env), repo_root)
     assert 'accuracy/top1' in log
-
-
-def _same_under_both(config: str, package: str, tmp_path, repo_root, env: dict,
-                     last: str) -> None:
-    seeded = ['--cfg-options', 'randomness.seed=0']
-    ours = losses_of(
-        command('tools/train.py', config, str(tmp_path / 'ours'), *seeded),
-        env, repo_root, str(tmp_path / 'ours.txt'))
-    host = losses_of(
-        command(
-            host_tool(package, 'train.py'), config, str(tmp_path / 'host'),
-            *seeded), env, repo_root, str(tmp_path / 'host.txt'))
-    assert len(ours) >= 2 and host == ours
-    assert_same_tensors(
-        osp.join(tmp_path, 'ours', last), osp.join(tmp_path, 'host', last))
 
 
 @pytest.mark.timeout(600)
@@ -184,11 +181,18 @@ def test_segmentation_under_mmseg_train_py(tmp_path, repo_root,
         osp.join(repo_root, 'configs/locat/upernet_locat-t_ade20k.py'),
         str(tmp_path / 'seg.py'),
         data,
-        iters=2)
+        iters=4)
     with open(config, 'a') as f:
-        f.write(PROBE_IMPORTS)
-    _same_under_both(config, 'mmseg', tmp_path, repo_root, subprocess_env,
-                     'iter_2.pth')
+        f.write(PROBE_IMPORTS +
+                'default_hooks = dict(checkpoint=dict(interval=2))\n')
+    final = check_host_launcher(config, 'mmseg', tmp_path, repo_root,
+                                subprocess_env, 2, 3, 4, 'iter_4.pth')
+    log = run([
+        sys.executable,
+        host_tool('mmseg', 'test.py'), config, final, '--work-dir',
+        str(tmp_path / 'test')
+    ], probe_env(subprocess_env), repo_root)
+    assert 'mIoU' in log
 
 
 @pytest.mark.timeout(600)
@@ -203,7 +207,14 @@ def test_detection_under_mmdet_train_py(tmp_path, repo_root, subprocess_env):
         tmp_path / 'det.py',
         osp.join(repo_root, 'configs/ovd/fvit_clip-b16_ov-coco.py'), root, emb,
         val_ann)
-    with open(config, 'a') as f:
-        f.write(PROBE_IMPORTS)
-    _same_under_both(config, 'mmdet', tmp_path, repo_root, subprocess_env,
-                     'epoch_2.pth')
+    with open(config, 'a') as f:  # one iteration an epoch
+        f.write(PROBE_IMPORTS + 'train_cfg = dict(max_epochs=3)\n'
+                'default_hooks = dict(checkpoint=dict(interval=1))\n')
+    final = check_host_launcher(config, 'mmdet', tmp_path, repo_root,
+                                subprocess_env, 1, 2, 3, 'epoch_3.pth')
+    log = run([
+        sys.executable,
+        host_tool('mmdet', 'test.py'), config, final, '--work-dir',
+        str(tmp_path / 'test')
+    ], probe_env(subprocess_env), repo_root)
+    assert 'coco/bbox_mAP' in log

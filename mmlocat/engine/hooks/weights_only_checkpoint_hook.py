@@ -9,11 +9,13 @@ would let a checkpoint reach any object:
 * ``OneCycleParamScheduler`` (``OneCycleLR``, the frozen probes' schedule)
   keeps its annealing function (a static method) in ``state_dict()``.
 
-:class:`WeightsOnlyCheckpointHook` writes the buffers without the table
+:class:`WeightsOnlyCheckpointHook` writes the buffers as plain data
 (:func:`~mmlocat.utils.safe_load.history_buffer_for_saving`) and the
-schedulers' functions by name before a checkpoint is saved, and puts the
-functions back after one is read (mmengine calls ``after_load_checkpoint``
-before it restores the schedulers). While the runner runs it allows the
+schedulers' functions by name before a checkpoint is saved, and puts both
+back after one is read (mmengine calls ``after_load_checkpoint`` before it
+restores the message hub and the schedulers): its checkpoints need no
+allow-listing, so a host's own ``tools/test.py`` (mmseg's builds a plain
+``Runner``) reads them. While the runner runs it allows the
 plain data types of mmengine's checkpoints
 (:func:`~mmlocat.utils.safe_load.mmengine_checkpoint_globals`) for
 ``load_from`` / ``--resume``; nothing is registered outside a run.
@@ -21,12 +23,14 @@ plain data types of mmengine's checkpoints
 import contextlib
 from typing import Callable, Dict, Iterator, Optional
 
+import numpy as np
 from mmengine.hooks import Hook
 from mmengine.logging import HistoryBuffer
 from mmengine.optim.scheduler import OneCycleParamScheduler
 
 from mmlocat.registry import HOOKS
 from mmlocat.utils.safe_load import (history_buffer_for_saving,
+                                     history_buffer_from_saved,
                                      mmengine_checkpoint_globals)
 
 __all__ = ['SCHEDULER_FUNCTIONS', 'WeightsOnlyCheckpointHook']
@@ -93,12 +97,25 @@ class WeightsOnlyCheckpointHook(Hook):
                         value, HistoryBuffer) else value
                     for key, value in hub['log_scalars'].items()
                 })
+            info = hub.get('runtime_info')
+            if isinstance(info, dict):  # e.g. the logger's numpy 'eta'
+                checkpoint['message_hub']['runtime_info'] = {
+                    key:
+                    value.item() if isinstance(value, np.generic) else value
+                    for key, value in info.items()
+                }
         for state in _scheduler_states(checkpoint):
             for key, value in state.items():
                 if callable(value) and value in _NAMES:
                     state[key] = _TAG + _NAMES[value]
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        hub = checkpoint.get('message_hub')
+        if isinstance(hub, dict) and isinstance(hub.get('log_scalars'), dict):
+            hub['log_scalars'] = {
+                key: history_buffer_from_saved(value)
+                for key, value in hub['log_scalars'].items()
+            }
         for state in _scheduler_states(checkpoint):
             for key, value in state.items():
                 if isinstance(value, str) and value.startswith(_TAG):
