@@ -23,7 +23,7 @@ import mmlocat
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 INDEX = osp.join(REPO, 'model-index.yml')
 # recipes on tiny embedded data, not models of the zoo
-NOT_MODELS = ('configs/demo/', )
+NOT_MODELS = ('configs/demo/', 'configs/_base_/')
 # Model names must be unique in the whole index (mim finds models by name).
 # Known clash: the plain-ViT-B UperNet twin of the LocAt recipe and of the
 # LaSt recipe share a config basename; renaming configs is left to their
