@@ -45,6 +45,7 @@ or fails in the model or the visualizer (a 1x1 image) is named, counted
 and skipped; the others are still predicted.
 """
 import copy
+import functools
 import gc
 import json
 import os
@@ -104,6 +105,49 @@ def _build_visualizer(cfg: Config):
     vis_cfg = copy.deepcopy(cfg.visualizer)
     vis_cfg['name'] = _unique_name(vis_cfg.get('name', 'visualizer'))
     return VISUALIZERS.build(vis_cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def _seg_inferencer_type() -> type:
+    """mmseg's ``MMSegInferencer`` built without weights (the handler loads
+    them) whose model meta and collate function are resolved, not guessed:
+
+    * no weights: the model's ``dataset_meta`` is the handler's (the
+      checkpoint's, else the config's test dataset; a zero-shot
+      segmentor's embedding file), never mmseg's Cityscapes guess, which
+      a :class:`mmlocat.ZeroShotSegmentor` would report as a foreign
+      label space;
+    * the collate function is looked up in mmengine's ``FUNCTIONS``
+      registry, where the functions are: mmseg registers none, and the
+      host's lookup in scope ``mmseg`` logs "Failed to search registry"
+      before it falls back to mmengine's.
+    """
+    from mmengine.dataset import pseudo_collate
+    from mmengine.registry import FUNCTIONS
+    from mmseg.apis import MMSegInferencer
+
+    class SegInferencer(MMSegInferencer):
+
+        def __init__(self, model, meta: Dict, **kwargs) -> None:
+            self._meta = meta  # read by BaseInferencer.__init__, below
+            super().__init__(model, **kwargs)
+
+        def _load_weights_to_model(self, model, checkpoint, cfg) -> None:
+            if checkpoint is not None:
+                super()._load_weights_to_model(model, checkpoint, cfg)
+            elif self._meta.get('classes') is not None:
+                model.dataset_meta = dict(
+                    classes=self._meta['classes'],
+                    palette=self._meta.get('palette'))
+
+        def _init_collate(self, cfg):
+            collate = (cfg.get('test_dataloader') or {}).get('collate_fn')
+            if collate is None:
+                return pseudo_collate  # the host's default
+            # Registry.get resolves a scope prefix in the key alone
+            return FUNCTIONS.get(collate)
+
+    return SegInferencer
 
 
 def plan_outputs(named: Sequence[Tuple[str, str]], out_dir: str,
@@ -417,15 +461,16 @@ class SegmentationHandler(TaskHandler):
     suffixes = ('.png', '.json', '.labels.png')
 
     def build_host(self, cfg, device):
-        from mmseg.apis import MMSegInferencer
         classes = self.meta.get('classes')
-        host = MMSegInferencer(
+        # as many colours as classes (a subset of a dataset's classes
+        # keeps its full palette in the config's metainfo)
+        palette = self.palette(classes) if classes else None
+        host = _seg_inferencer_type()(
             cfg,
+            dict(classes=classes, palette=palette),
             weights=None,
             classes=classes,
-            # as many colours as classes (a subset of a dataset's classes
-            # keeps its full palette in the config's metainfo)
-            palette=self.palette(classes) if classes else None,
+            palette=palette,
             device=device)
         host.show_progress = False  # tools/infer.py has its own bar
         return host

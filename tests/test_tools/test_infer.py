@@ -1227,3 +1227,50 @@ def test_classes_file_latin1_and_duplicates_are_named(coco_fvit, tmp_path,
             str(tmp_path)
         ])
         _assert_cli_error(tool, message, capsys)
+
+
+# -- issue 36: no misleading log lines ------------------------------------
+
+
+def _logged(run):
+    """The messages mmengine's current logger writes while ``run()`` runs
+    (it does not propagate to pytest's ``caplog``)."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    logger = MMLogger.get_current_instance()
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda r: messages.append(r.getMessage())
+    logger.addHandler(handler)
+    try:
+        run()
+    finally:
+        logger.removeHandler(handler)
+    return messages
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize('fixture', ['seg_model', 'zero_shot'])
+def test_segmentation_infer_logs_no_foreign_meta_or_scope(
+        fixture, request, tmp_path):
+    """Neither mmseg's Cityscapes guess for a checkpoint loaded later
+    ("dataset_meta names 19 classes (road, ...)") nor mmengine's "Failed
+    to search registry with scope" reaches the log of a segmentation
+    inference: the dataset meta and the registry scope are resolved."""
+    from mmlocat.apis import MMLocatInferencer, collect_images
+    model = request.getfixturevalue(fixture)
+
+    def run():
+        inferencer = MMLocatInferencer(model['cfg'], model['ckpt'])
+        inferencer(
+            collect_images(model['val_dir'])[0],
+            out_dir=str(tmp_path / 'out'))
+
+    messages = _logged(run)
+    bad = [
+        m for m in messages
+        if 'dataset_meta names' in m or 'Failed to search registry' in m
+        or 'road' in m
+    ]
+    assert not bad, bad
