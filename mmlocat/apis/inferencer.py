@@ -66,6 +66,7 @@ from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config, merge_cfg_options
 from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
+from mmlocat.visualization.labels import format_score
 from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
 from .images import (downscale, image_notes, named_images, read_image_rgb,
@@ -148,6 +149,18 @@ def _seg_inferencer_type() -> type:
             return FUNCTIONS.get(collate)
 
     return SegInferencer
+
+
+def score_labels(scores: Sequence[float],
+                 names: Optional[Sequence[str]]) -> List[str]:
+    """What a classification picture says after each label id
+    (``3 (cat, 0.000123)``): the class name, where known, and the score
+    by :func:`~mmlocat.visualization.labels.format_score`."""
+    return [
+        f'{names[i]}, {format_score(s)}'
+        if names is not None and i < len(names) else format_score(s)
+        for i, s in enumerate(scores)
+    ]
 
 
 def plan_outputs(named: Sequence[Tuple[str, str]], out_dir: str,
@@ -443,10 +456,11 @@ class ClassificationHandler(TaskHandler):
         self.host.visualizer.visualize_cls(
             img_rgb,
             shown,
-            classes=self.classes,
+            classes=score_labels(scores.tolist(), self.classes),
             draw_gt=False,
             draw_pred=True,
-            draw_score=True,
+            # the host prints '0.00' for every score under 0.005
+            draw_score=False,
             name=osp.basename(out_file),
             out_file=out_file)
 

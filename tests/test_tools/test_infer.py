@@ -1061,11 +1061,16 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
     if task == 'classification':
         assert names == model['classes']
         top = torch.argsort(-sample.pred_score, stable=True)[:3]
+        from mmlocat.apis.inferencer import score_labels
+        # the scores with 3 significant digits, after the names (issue 36)
+        shown = score_labels(sample.pred_score.tolist(), names)
+        assert shown[int(top[0])].startswith(names[int(top[0])] + ', ')
         host.visualize_cls(
             img,
             sample.clone().set_pred_label(top),
-            classes=names,
+            classes=shown,
             draw_gt=False,
+            draw_score=False,
             out_file=ref_file)
     elif task == 'detection':
         assert len(sample.pred_instances) > 0

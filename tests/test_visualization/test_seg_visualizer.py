@@ -183,3 +183,4 @@ def test_small_picture_labels_only_in_their_boxes(tmp_path):
     for *_, (x0, y0, x1, y1) in region_label_boxes(labels, names):
         assert (ours[y0:y1 + 1, x0:x1 + 1] != masks[y0:y1 + 1,
                                                      x0:x1 + 1]).any()
+
