@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 
 __all__ = [
-    'legend_strip', 'region_label_boxes', 'draw_region_labels',
+    'legend_strip', 'class_legend', 'region_label_boxes', 'draw_region_labels',
     'format_score'
 ]
 
@@ -61,9 +61,23 @@ def legend_strip(names: Sequence[str], colors: Sequence,
                           tuple(int(c) for c in color), -1)
             cv2.rectangle(strip, (x, top + 2 * scale),
                           (x + swatch, top + 2 * scale + swatch), (0, 0, 0), 1)
-        cv2.putText(strip, name, (x + row, top + row - 5 * scale), _FACE,
-                    font, (0, 0, 0), thick, cv2.LINE_AA)
+        cv2.putText(strip, name, (x + row, top + row - 5 * scale), _FACE, font,
+                    (0, 0, 0), thick, cv2.LINE_AA)
     return strip
+
+
+def class_legend(label_maps: Sequence[np.ndarray], names: Sequence[str],
+                 palette: Sequence[Sequence[int]], height: int) -> np.ndarray:
+    """The :func:`legend_strip` of the classes present in ``label_maps``
+    (one or more ``(H, W)`` label maps of the same classes), largest total
+    area first; labels without a name (ignore) are left out."""
+    ids, counts = np.unique(
+        np.concatenate([np.asarray(m).ravel() for m in label_maps]),
+        return_counts=True)
+    keep = (ids >= 0) & (ids < len(names))
+    ids = ids[keep][np.argsort(-counts[keep], kind='stable')]
+    return legend_strip([str(names[i]) for i in ids],
+                        [palette[i] for i in ids], height)
 
 
 def _font(shape: Tuple[int, int]) -> Tuple[float, int]:
@@ -74,9 +88,8 @@ def _font(shape: Tuple[int, int]) -> Tuple[float, int]:
 
 
 def region_label_boxes(
-        labels: np.ndarray,
-        names: Sequence[str]) -> List[Tuple[int, str, Tuple[int, int], Tuple[
-            int, int, int, int]]]:
+    labels: np.ndarray, names: Sequence[str]
+) -> List[Tuple[int, str, Tuple[int, int], Tuple[int, int, int, int]]]:
     """Where each class's name goes on a label map: one label per class,
     largest area first, none over another or past the image's edge.
 

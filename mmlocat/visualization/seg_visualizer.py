@@ -19,7 +19,7 @@ from mmengine.structures import PixelData
 from mmseg.visualization import SegLocalVisualizer
 
 from mmlocat.registry import VISUALIZERS
-from .labels import draw_region_labels, legend_strip
+from .labels import class_legend, draw_region_labels
 
 __all__ = ['SegLegendVisualizer']
 
@@ -58,12 +58,7 @@ class SegLegendVisualizer(SegLocalVisualizer):
         labels = np.asarray(sem_seg.cpu().data)[0]
         if with_labels:
             drawn = draw_region_labels(drawn, labels, classes, palette)
-        ids, counts = np.unique(labels, return_counts=True)
-        keep = ids < len(classes)  # the host leaves other labels undrawn
-        ids = ids[keep][np.argsort(-counts[keep], kind='stable')]
-        strip = legend_strip([str(classes[i]) for i in ids],
-                             [palette[i] for i in ids], drawn.shape[0])
+        strip = class_legend([labels], classes, palette, drawn.shape[0])
         out = np.concatenate([drawn, strip], axis=1)
         self.set_image(out)
         return out
-

@@ -93,9 +93,9 @@ def test_scale_from_the_checkpoint_clamped_after_each_step(tmp_path):
     finally:
         logger.removeHandler(handler)
     # the logged scale is read without torch's requires_grad warning
-    assert not [
-        w for w in caught if 'requires_grad' in str(w.message)
-    ], [str(w.message) for w in caught]
+    assert not [w for w in caught if 'requires_grad' in str(w.message)], [
+        str(w.message) for w in caught
+    ]
     line, = [m for m in messages if 'logit scale at iteration' in m]
     assert line.startswith('logit scale at iteration 0: 150.0000 ')
     assert f'pretrained, {weights}' in line

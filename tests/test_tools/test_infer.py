@@ -23,6 +23,7 @@ from helpers.shrink import write_tiny_config, write_tiny_ovd_config
 from mmlocat.testing import generate
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
 from mmlocat.visualization import class_palette
+from mmlocat.visualization.labels import region_label_boxes
 
 CLS_CONFIG = """
 _base_ = {base!r}
@@ -1044,6 +1045,7 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
     the visualizer the config names, as tools/test.py --show-dir builds
     it."""
     from mmlocat.apis import MMLocatInferencer, collect_images, read_image_rgb
+    from mmlocat.apis.inferencer import score_labels
     model = request.getfixturevalue(fixture)
     # detection: every box drawn, so the picture cannot be the bare image
     inferencer = MMLocatInferencer(
@@ -1061,7 +1063,6 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
     if task == 'classification':
         assert names == model['classes']
         top = torch.argsort(-sample.pred_score, stable=True)[:3]
-        from mmlocat.apis.inferencer import score_labels
         # the scores with 3 significant digits, after the names (issue 36)
         shown = score_labels(sample.pred_score.tolist(), names)
         assert shown[int(top[0])].startswith(names[int(top[0])] + ', ')
@@ -1100,7 +1101,6 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
     if visualizer == 'SegLegendVisualizer':
         # the host's panel, then the legend strip
         assert png.shape[0] == ref.shape[0] and png.shape[1] > ref.shape[1]
-        from mmlocat.visualization.labels import region_label_boxes
         keep = np.ones(ref.shape[:2], bool)
         for *_, (x0, y0, x1, y1) in region_label_boxes(
                 sample.pred_sem_seg.data[0].cpu().numpy(), names):
@@ -1281,13 +1281,11 @@ def test_segmentation_infer_logs_no_foreign_meta_or_scope(
     def run():
         inferencer = MMLocatInferencer(model['cfg'], model['ckpt'])
         inferencer(
-            collect_images(model['val_dir'])[0],
-            out_dir=str(tmp_path / 'out'))
+            collect_images(model['val_dir'])[0], out_dir=str(tmp_path / 'out'))
 
     messages = _logged(run)
     bad = [
-        m for m in messages
-        if 'dataset_meta names' in m or 'Failed to search registry' in m
-        or 'road' in m
+        m for m in messages if 'dataset_meta names' in m
+        or 'Failed to search registry' in m or 'road' in m
     ]
     assert not bad, bad

@@ -98,8 +98,8 @@ def test_host_picture_then_legend(scene, tmp_path):
     np.testing.assert_array_equal(
         plain,
         _draw(
-            SegLocalVisualizer(name=_name()), img, sample,
-            tmp_path / 'h2.png', classes, palette))
+            SegLocalVisualizer(name=_name()), img, sample, tmp_path / 'h2.png',
+            classes, palette))
 
 
 def test_more_classes_than_rows(tmp_path):
@@ -181,6 +181,5 @@ def test_small_picture_labels_only_in_their_boxes(tmp_path):
     keep = _outside_boxes(labels, names)
     np.testing.assert_array_equal(ours[keep], masks[keep])
     for *_, (x0, y0, x1, y1) in region_label_boxes(labels, names):
-        assert (ours[y0:y1 + 1, x0:x1 + 1] != masks[y0:y1 + 1,
-                                                     x0:x1 + 1]).any()
-
+        box = (slice(y0, y1 + 1), slice(x0, x1 + 1))
+        assert (ours[box] != masks[box]).any()
