@@ -7,7 +7,9 @@
 3. writes PNGs for a few validation images: image | ground truth |
    prediction | patch score (the backbone's ``forward_with_scores``: cosine
    of each final-norm patch token with its global token,
-   ``docs/method.md#patch-score``), and prints their paths.
+   ``docs/method.md#patch-score``) | colour key (the classes of the ground
+   truth and prediction, as the inference pictures' legend), and prints
+   their paths.
 
 ``--compare`` also trains the plain-ViT twin (GAug and PRR off) and prints
 both mIoUs side by side.
@@ -92,12 +94,14 @@ def visualise(work_dir: str, data_root: str, num_vis: int) -> List[str]:
     from mmlocat.utils import mmengine_checkpoint_globals
     from mmlocat.visualization import (colorize_labels, heatmap_overlay,
                                        save_panels)
+    from mmlocat.visualization.labels import class_legend
 
     with open(osp.join(work_dir, 'last_checkpoint')) as f:
         checkpoint = f.read().strip()
     with mmengine_checkpoint_globals():  # a training checkpoint
         model = init_model(CONFIGS['locat'], checkpoint, device='cpu')
     palette = ADE20KDataset.METAINFO['palette']
+    classes = ADE20KDataset.METAINFO['classes']
     captured = {}
     # the preprocessed batch the segmentor gives its backbone
     model.backbone.register_forward_pre_hook(
@@ -121,12 +125,20 @@ def visualise(work_dir: str, data_root: str, num_vis: int) -> List[str]:
             score = model.backbone.forward_with_scores(
                 captured['inputs'])['patch_score'][0, 0].numpy()
         out_file = osp.join(out_dir, f'{name}.png')
-        save_panels([('image', img),
-                     ('ground truth', colorize_labels(gt, palette)),
-                     ('prediction', colorize_labels(pred, palette)),
-                     ('patch score', heatmap_overlay(img, score))],
-                    out_file,
-                    title=f'UperNet + LocAtViT-T, {name}')
+        save_panels(
+            [
+                ('image', img),
+                ('ground truth', colorize_labels(gt, palette)),
+                ('prediction', colorize_labels(pred, palette)),
+                ('patch score', heatmap_overlay(img, score)),
+                (
+                    'colour key',
+                    # a panel of its own: as tall as 24 rows need
+                    class_legend([gt, pred], classes, palette,
+                                 max(img.shape[0], 400)))
+            ],
+            out_file,
+            title=f'UperNet + LocAtViT-T, {name}')
         paths.append(out_file)
     return paths
 
@@ -147,7 +159,8 @@ def main() -> None:
     for name, m in metrics.items():
         print(f'[demo]   {name:5s} mIoU {m["mIoU"]:.2f}  aAcc {m["aAcc"]:.2f}'
               f'  mAcc {m["mAcc"]:.2f}')
-    print('[demo] PNGs (image | ground truth | prediction | patch score):')
+    print('[demo] PNGs (image | ground truth | prediction | patch score | '
+          'colour key):')
     for path in pngs:
         print(f'[demo]   {path}')
     print(f'[demo] wall time {time.time() - start:.0f} s')

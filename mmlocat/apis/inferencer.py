@@ -45,6 +45,7 @@ or fails in the model or the visualizer (a 1x1 image) is named, counted
 and skipped; the others are still predicted.
 """
 import copy
+import functools
 import gc
 import json
 import os
@@ -65,6 +66,7 @@ from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config, merge_cfg_options
 from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
+from mmlocat.visualization.labels import format_score
 from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
 from .images import (downscale, image_notes, named_images, read_image_rgb,
@@ -104,6 +106,61 @@ def _build_visualizer(cfg: Config):
     vis_cfg = copy.deepcopy(cfg.visualizer)
     vis_cfg['name'] = _unique_name(vis_cfg.get('name', 'visualizer'))
     return VISUALIZERS.build(vis_cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def _seg_inferencer_type() -> type:
+    """mmseg's ``MMSegInferencer`` built without weights (the handler loads
+    them) whose model meta and collate function are resolved, not guessed:
+
+    * no weights: the model's ``dataset_meta`` is the handler's (the
+      checkpoint's, else the config's test dataset; a zero-shot
+      segmentor's embedding file), never mmseg's Cityscapes guess, which
+      a :class:`mmlocat.ZeroShotSegmentor` would report as a foreign
+      label space;
+    * the collate function is looked up in mmengine's ``FUNCTIONS``
+      registry, where the functions are: mmseg registers none, and the
+      host's lookup in scope ``mmseg`` logs "Failed to search registry"
+      before it falls back to mmengine's.
+    """
+    from mmengine.dataset import pseudo_collate
+    from mmengine.registry import FUNCTIONS
+    from mmseg.apis import MMSegInferencer
+
+    class SegInferencer(MMSegInferencer):
+
+        def __init__(self, model, meta: Dict, **kwargs) -> None:
+            self._meta = meta  # read by BaseInferencer.__init__, below
+            super().__init__(model, **kwargs)
+
+        def _load_weights_to_model(self, model, checkpoint, cfg) -> None:
+            if checkpoint is not None:
+                super()._load_weights_to_model(model, checkpoint, cfg)
+            elif self._meta.get('classes') is not None:
+                model.dataset_meta = dict(
+                    classes=self._meta['classes'],
+                    palette=self._meta.get('palette'))
+
+        def _init_collate(self, cfg):
+            collate = (cfg.get('test_dataloader') or {}).get('collate_fn')
+            if collate is None:
+                return pseudo_collate  # the host's default
+            # Registry.get resolves a scope prefix in the key alone
+            return FUNCTIONS.get(collate)
+
+    return SegInferencer
+
+
+def score_labels(scores: Sequence[float],
+                 names: Optional[Sequence[str]]) -> List[str]:
+    """What a classification picture says after each label id
+    (``3 (cat, 0.000123)``): the class name, where known, and the score
+    by :func:`~mmlocat.visualization.labels.format_score`."""
+    return [
+        f'{names[i]}, {format_score(s)}'
+        if names is not None and i < len(names) else format_score(s)
+        for i, s in enumerate(scores)
+    ]
 
 
 def plan_outputs(named: Sequence[Tuple[str, str]], out_dir: str,
@@ -399,10 +456,11 @@ class ClassificationHandler(TaskHandler):
         self.host.visualizer.visualize_cls(
             img_rgb,
             shown,
-            classes=self.classes,
+            classes=score_labels(scores.tolist(), self.classes),
             draw_gt=False,
             draw_pred=True,
-            draw_score=True,
+            # the host prints '0.00' for every score under 0.005
+            draw_score=False,
             name=osp.basename(out_file),
             out_file=out_file)
 
@@ -417,15 +475,16 @@ class SegmentationHandler(TaskHandler):
     suffixes = ('.png', '.json', '.labels.png')
 
     def build_host(self, cfg, device):
-        from mmseg.apis import MMSegInferencer
         classes = self.meta.get('classes')
-        host = MMSegInferencer(
+        # as many colours as classes (a subset of a dataset's classes
+        # keeps its full palette in the config's metainfo)
+        palette = self.palette(classes) if classes else None
+        host = _seg_inferencer_type()(
             cfg,
+            dict(classes=classes, palette=palette),
             weights=None,
             classes=classes,
-            # as many colours as classes (a subset of a dataset's classes
-            # keeps its full palette in the config's metainfo)
-            palette=self.palette(classes) if classes else None,
+            palette=palette,
             device=device)
         host.show_progress = False  # tools/infer.py has its own bar
         return host

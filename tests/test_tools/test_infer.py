@@ -23,6 +23,7 @@ from helpers.shrink import write_tiny_config, write_tiny_ovd_config
 from mmlocat.testing import generate
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
 from mmlocat.visualization import class_palette
+from mmlocat.visualization.labels import region_label_boxes
 
 CLS_CONFIG = """
 _base_ = {base!r}
@@ -1044,6 +1045,7 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
     the visualizer the config names, as tools/test.py --show-dir builds
     it."""
     from mmlocat.apis import MMLocatInferencer, collect_images, read_image_rgb
+    from mmlocat.apis.inferencer import score_labels
     model = request.getfixturevalue(fixture)
     # detection: every box drawn, so the picture cannot be the bare image
     inferencer = MMLocatInferencer(
@@ -1061,11 +1063,15 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
     if task == 'classification':
         assert names == model['classes']
         top = torch.argsort(-sample.pred_score, stable=True)[:3]
+        # the scores with 3 significant digits, after the names (issue 36)
+        shown = score_labels(sample.pred_score.tolist(), names)
+        assert shown[int(top[0])].startswith(names[int(top[0])] + ', ')
         host.visualize_cls(
             img,
             sample.clone().set_pred_label(top),
-            classes=names,
+            classes=shown,
             draw_gt=False,
+            draw_score=False,
             out_file=ref_file)
     elif task == 'detection':
         assert len(sample.pred_instances) > 0
@@ -1082,13 +1088,24 @@ def test_pictures_are_the_host_visualizers(fixture, task, visualizer, request,
     else:
         host.set_dataset_meta(names, inferencer.handler.palette(names))
         host.alpha = 0.5  # the inferencer's default
-        host.add_datasample('x', img, sample, draw_gt=False, out_file=ref_file)
+        # the host's masks; the region labels are mmlocat's (issue 36)
+        host.add_datasample(
+            'x',
+            img,
+            sample,
+            draw_gt=False,
+            out_file=ref_file,
+            with_labels=False)
     ref = cv2.imread(ref_file)[..., ::-1]
     assert not np.array_equal(ref, img)  # the host drew something
     if visualizer == 'SegLegendVisualizer':
         # the host's panel, then the legend strip
         assert png.shape[0] == ref.shape[0] and png.shape[1] > ref.shape[1]
-        np.testing.assert_array_equal(png[:, :ref.shape[1]], ref)
+        keep = np.ones(ref.shape[:2], bool)
+        for *_, (x0, y0, x1, y1) in region_label_boxes(
+                sample.pred_sem_seg.data[0].cpu().numpy(), names):
+            keep[y0:y1 + 1, x0:x1 + 1] = False
+        np.testing.assert_array_equal(png[:, :ref.shape[1]][keep], ref[keep])
     else:
         np.testing.assert_array_equal(png, ref)
 
@@ -1227,3 +1244,48 @@ def test_classes_file_latin1_and_duplicates_are_named(coco_fvit, tmp_path,
             str(tmp_path)
         ])
         _assert_cli_error(tool, message, capsys)
+
+
+# -- issue 36: no misleading log lines ------------------------------------
+
+
+def _logged(run):
+    """The messages mmengine's current logger writes while ``run()`` runs
+    (it does not propagate to pytest's ``caplog``)."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    logger = MMLogger.get_current_instance()
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda r: messages.append(r.getMessage())
+    logger.addHandler(handler)
+    try:
+        run()
+    finally:
+        logger.removeHandler(handler)
+    return messages
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize('fixture', ['seg_model', 'zero_shot'])
+def test_segmentation_infer_logs_no_foreign_meta_or_scope(
+        fixture, request, tmp_path):
+    """Neither mmseg's Cityscapes guess for a checkpoint loaded later
+    ("dataset_meta names 19 classes (road, ...)") nor mmengine's "Failed
+    to search registry with scope" reaches the log of a segmentation
+    inference: the dataset meta and the registry scope are resolved."""
+    from mmlocat.apis import MMLocatInferencer, collect_images
+    model = request.getfixturevalue(fixture)
+
+    def run():
+        inferencer = MMLocatInferencer(model['cfg'], model['ckpt'])
+        inferencer(
+            collect_images(model['val_dir'])[0], out_dir=str(tmp_path / 'out'))
+
+    messages = _logged(run)
+    bad = [
+        m for m in messages if 'dataset_meta names' in m
+        or 'Failed to search registry' in m or 'road' in m
+    ]
+    assert not bad, bad

@@ -49,7 +49,9 @@ class LogitScaleClampHook(Hook):
 
     def before_train(self, runner) -> None:
         model = _contrastive_model(runner, type(self).__name__)
-        value = float(model.logit_scale)
+        # a logged number, not a graph node (torch warns on a scalar of a
+        # tensor that requires grad)
+        value = float(model.logit_scale.detach())
         source = model.init_logit_scale
         if source == 'pretrained':
             source = f'pretrained, {model.text_encoder.weights}'
