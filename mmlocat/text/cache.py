@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from mmengine.logging import print_log
 
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import file_sha256
 from .embeddings import Encoder, sidecar_path, write_text_embeddings
 from .encoder import encoder_record, open_clip_encoder
 from .templates import TEMPLATE_SETS

@@ -10,7 +10,7 @@ from mmlocat.apis import vocabulary as voc
 from mmlocat.text import (load_text_embeddings, save_text_embeddings,
                           vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import save_checkpoint
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import file_sha256
 
 
 def test_parse_vocabulary(tmp_path):
@@ -160,7 +160,7 @@ def test_resolve_text_model_compares_text_towers(tmp_path):
     is refused."""
     from helpers import sources
 
-    from mmlocat.utils.provenance import text_sha256
+    from mmlocat.utils.records import text_sha256
     state = sources.open_clip_state_dict('EVA02-B-16', seed=3)
     bin_file, eva_file, changed = (
         str(tmp_path / n) for n in ('open_clip.bin', 'eva.pt', 'changed.bin'))

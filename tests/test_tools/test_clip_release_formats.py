@@ -20,9 +20,9 @@ import torch
 from helpers import sources
 
 from mmlocat.text import load_text_embeddings, read_text_model
-from mmlocat.utils.provenance import (check_checkpoint_clip, file_sha256,
-                                      file_text_sha256, read_checkpoint_meta,
-                                      text_sha256)
+from mmlocat.utils.records import (check_checkpoint_clip, file_sha256,
+                                   file_text_sha256, read_checkpoint_meta,
+                                   text_sha256)
 
 TOOLS = dict(
     dump='tools/misc/dump_text_embeddings.py',

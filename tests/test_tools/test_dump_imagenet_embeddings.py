@@ -20,7 +20,7 @@ from helpers.tiny_archs import tiny_open_clip_cfg
 from mmlocat.datasets.imagenet_class_names import imagenet_class_names
 from mmlocat.text import (TEMPLATE_SETS, load_text_embeddings, plain_prompts,
                           write_text_embeddings)
-from mmlocat.utils.provenance import file_sha256, text_sha256
+from mmlocat.utils.records import file_sha256, text_sha256
 
 MODEL_CFG = tiny_open_clip_cfg(
     embed_dim=8, text_width=16, text_layers=1, width=8, head_width=8)
@@ -194,7 +194,7 @@ def test_zero_shot_accuracy_is_open_clips_with_ties(tmp_path):
 def _exported_text_tower(tmp_path, model, model_name):
     """What lastclip2mmlocat.py --text-out writes for a run that trained
     its text tower (open_clip text keys, the trained logit scale)."""
-    from mmlocat.models.clip.export import TEXT_TOWER_KEY
+    from mmlocat.utils.records import TEXT_TOWER_KEY
     from mmlocat.utils.checkpoint_io import save_checkpoint
     torch.manual_seed(3)
     tuned = open_clip.CLIP(**MODEL_CFG).eval()

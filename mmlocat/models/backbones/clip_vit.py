@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
-from mmlocat.utils.provenance import read_checkpoint_meta
+from mmlocat.utils.records import read_checkpoint_meta
 from .clip_tower import CLIPTower, clip_archs
 
 __all__ = ['CLIPViT']

@@ -8,7 +8,7 @@ from mmengine.config import Config
 
 from mmlocat.models.clip.export import (export_image_tower, export_text_tower,
                                         text_is_trained)
-from mmlocat.utils.provenance import file_sha256, text_sha256
+from mmlocat.utils.records import file_sha256, text_sha256
 
 TRAINED = dict(
     type='mmlocat.CLIPContrastive',
