@@ -24,7 +24,8 @@ __all__ = [
     'read_class_names', 'read_class_name_file', 'check_class_name_lines',
     'names_from_annotations', 'resolve_class_names', 'registered_metainfo',
     'dataset_metainfo', 'dataset_classes', 'zero_shot_classes',
-    'zero_shot_class_name_lines'
+    'zero_shot_class_name_lines', 'IMAGENET_NAME_SOURCES',
+    'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names'
 ]
 
 #: The row name of F-ViT's background embedding, and the default background
@@ -32,6 +33,22 @@ __all__ = [
 BACKGROUND = 'background'
 #: Separates the names (synonyms) of one class on a class-name file's line.
 CLASS_NAME_SEPARATOR = ', '
+
+#: ImageNet-1k class-name lists, both in ImageNet's label order (the order
+#: of mmpretrain's ``ImageNet`` dataset), named in configs as
+#: ``'imagenet_open_clip'`` / ``'imagenet_wordnet'``
+#: (:func:`resolve_class_names`): ``'open_clip'``, open_clip's curated
+#: ``IMAGENET_CLASSNAMES`` (https://github.com/mlfoundations/open_clip,
+#: MIT; shipped as :data:`IMAGENET_OPEN_CLIP_FILE`), which open_clip's
+#: zero-shot evaluation fills into the 80 OpenAI templates (two names occur
+#: twice in it, ``missile`` and ``sunglasses``: both classes get the same
+#: embedding, as in open_clip); ``'wordnet'``, mmpretrain's
+#: ``IMAGENET_CATEGORIES`` (WordNet synonym strings, ``'tench, Tinca
+#: tinca'``).
+IMAGENET_NAME_SOURCES = ('open_clip', 'wordnet')
+IMAGENET_OPEN_CLIP_FILE = osp.join(
+    osp.dirname(osp.dirname(osp.abspath(__file__))), 'datasets', 'data',
+    'imagenet_open_clip.txt')
 
 #: The fix a class-name file that is not UTF-8 gets.
 _UTF8_FIX = ('save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE > '
@@ -252,7 +269,7 @@ def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
     """A class list named in a model's or metric's arguments: a list, a
     ``.json``/``.txt`` file (:func:`read_class_names`), an ImageNet list
     (``'imagenet_open_clip'`` / ``'imagenet_wordnet'``,
-    :func:`mmlocat.datasets.imagenet_class_names.imagenet_class_names`) or
+    :func:`imagenet_class_names`) or
     the type name of a registered mmdet dataset (its
     ``METAINFO['classes']``).
 
@@ -265,9 +282,6 @@ def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
         return list(spec)
     if spec.endswith(('.json', '.txt')):
         return read_class_names(spec)
-    # mmlocat.datasets imports this package: imported where it is used
-    from mmlocat.datasets.imagenet_class_names import (IMAGENET_NAME_SOURCES,
-                                                       imagenet_class_names)
     source = spec[len('imagenet_'):]
     if spec.startswith('imagenet_') and source in IMAGENET_NAME_SOURCES:
         return imagenet_class_names(source)
@@ -344,3 +358,20 @@ def zero_shot_class_name_lines(cfg) -> List[List[str]]:
     lines = read_class_name_file(path)
     check_class_name_lines(lines, classes, path)
     return lines
+
+
+def imagenet_class_names(source: str = 'open_clip') -> List[str]:
+    """The 1,000 ImageNet-1k class names of ``source``
+    (:data:`IMAGENET_NAME_SOURCES`) in label order."""
+    if source == 'open_clip':
+        names = read_class_names(IMAGENET_OPEN_CLIP_FILE)
+    elif source == 'wordnet':
+        from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+        names = list(IMAGENET_CATEGORIES)
+    else:
+        raise ValueError(f'ImageNet class names come from one of '
+                         f'{IMAGENET_NAME_SOURCES}, got {source!r}')
+    if len(names) != 1000:
+        raise ValueError(f'{source}: {len(names)} ImageNet class names, '
+                         'expected 1000')
+    return names

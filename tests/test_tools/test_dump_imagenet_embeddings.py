@@ -17,7 +17,7 @@ import pytest
 import torch
 from helpers.tiny_archs import tiny_open_clip_cfg
 
-from mmlocat.datasets.imagenet_class_names import imagenet_class_names
+from mmlocat.text.class_names import imagenet_class_names
 from mmlocat.text import (TEMPLATE_SETS, load_text_embeddings, plain_prompts,
                           write_text_embeddings)
 from mmlocat.utils.records import file_sha256, text_sha256

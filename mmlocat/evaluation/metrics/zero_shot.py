@@ -35,7 +35,7 @@ class ZeroShotAccuracy(BaseMetric):
             ``.json`` file, or ``'imagenet_open_clip'`` (open_clip's
             ImageNet names, the ImageNet zero-shot protocol) /
             ``'imagenet_wordnet'`` (mmpretrain's), see
-            :mod:`mmlocat.datasets.imagenet_class_names`), when the
+            :func:`mmlocat.text.class_names.imagenet_class_names`), when the
             dataset's ``classes`` are not the embedded names.
         topk: The ``k`` values reported (``zero_shot/top1``, ...).
         clip_checkpoint: An image-tower checkpoint whose ``meta['clip']``
