@@ -125,6 +125,16 @@ def read_class_names(path: str, unique: bool = False) -> List[str]:
                     if line.strip()]
         where, names = [n for n, _ in numbered], [t for _, t in numbered]
         unit = 'line'
+        for number, name in numbered:
+            if ',' in name or ';' in name:
+                # SCLIP's synonym lines read here would be one name each
+                raise ValueError(
+                    f'{path}:{number}: {name!r} holds a separator; a .txt '
+                    'list is one class name a line. Several names of one '
+                    'class (SCLIP\'s "a, b" lines) are a class-name file '
+                    '(class_name_file, dump_text_embeddings.py '
+                    '--seg-config); a name with a comma goes in a .json '
+                    'list, read verbatim')
     if (not isinstance(names, list)
             or not all(isinstance(n, str) for n in names)):
         raise ValueError(f'{path} must hold a list of class-name strings')
@@ -155,8 +165,10 @@ def read_class_name_file(path: str) -> List[List[str]]:
 
     Raises:
         FileNotFoundError: No such file.
-        ValueError: An empty file, line or name, or a name listed twice on
-            one line.
+        ValueError: An empty file, line or name, a name listed twice on
+            one line, a name holding ``;`` or a
+            comma without the space (``a,b``: SCLIP would embed one name);
+            naming the file and the line.
     """
     if not osp.isfile(path):
         raise FileNotFoundError(f'class-name file not found: {path}')
@@ -167,11 +179,20 @@ def read_class_name_file(path: str) -> List[List[str]]:
         raise ValueError(f'class-name file {path} is empty')
     lines = []
     for number, line in enumerate(text.split('\n'), 1):
-        names = line.rstrip('\r').split(CLASS_NAME_SEPARATOR)
+        line = line.rstrip('\r')
+        names = line.split(CLASS_NAME_SEPARATOR)
         if not all(n.strip() for n in names):
             raise ValueError(
                 f'{path}:{number}: empty class name in {line!r} (a line is '
                 f'one class, its names separated by {CLASS_NAME_SEPARATOR!r})')
+        for name in names:
+            # 'a,b' / 'a; b' would be one query name: ambiguous
+            if ',' in name or ';' in name:
+                raise ValueError(
+                    f'{path}:{number}: {name!r} in {line!r} is not a name: '
+                    f'the names of a class are separated by exactly '
+                    f'{CLASS_NAME_SEPARATOR!r} (a comma and one space); '
+                    '";" and a comma without the space are refused')
         if len(set(names)) != len(names):
             raise ValueError(f'{path}:{number}: a name is listed twice in '
                              f'{line!r}')

@@ -53,6 +53,7 @@ records have it (equal: the same CLIP, whatever the files; different:
 refused) and the text activation when both have it; records without a
 fingerprint fall back to comparing ``name`` and the file ``sha256``.
 """
+import copy
 import hashlib
 import logging
 import os
@@ -65,17 +66,17 @@ from mmengine.logging import print_log
 from torch import Tensor
 
 from .checkpoint_io import (read_checkpoint, read_clip_state_dict,
-                            unwrap_state_dict)
+                            sniff_checkpoint, unwrap_state_dict)
 
 __all__ = [
     'RECORDS_VERSION', 'VERSION_KEY', 'CLIP_KEY', 'CLIP_RUN_KEY',
     'TEXT_TOWER_KEY', 'VOCABULARY_KEY', 'CLIPSELF_KEY', 'LASTCLIP_KEY',
-    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'check_meta',
-    'file_sha256', 'read_checkpoint_meta', 'checkpoint_weights_sha256',
-    'clip_meta', 'clip_provenance', 'check_same_clip', 'check_clip_pairing',
-    'text_tower_tensors', 'tensors_sha256', 'text_sha256',
-    'weights_sha256', 'rows_sha256', 'check_sidecar_rows',
-    'file_text_sha256', 'text_provenance', 'NOT_TEXT_KEYS', 'TEXT_ACTS'
+    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'check_meta', 'file_sha256',
+    'read_checkpoint_meta', 'checkpoint_weights_sha256', 'clip_meta',
+    'clip_provenance', 'check_same_clip', 'check_clip_pairing',
+    'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
+    'rows_sha256', 'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
+    'NOT_TEXT_KEYS', 'TEXT_ACTS'
 ]
 
 #: The version of the records' schema this module writes; a checkpoint
@@ -170,6 +171,8 @@ def _checkpoint_records(path: str) -> Tuple[Dict, Optional[str]]:
     if '://' in path:  # read (downloaded) when it is loaded, not here
         return {}, None
     key = _file_key(path) if osp.isfile(path) else None
+    if key is not None and sniff_checkpoint(path) == 'torchscript':
+        return {}, None  # OpenAI's CLIP archives: weights, no records
     if key is None or key not in _CHECKPOINTS:
         obj = read_checkpoint(path)
         meta = check_meta(
@@ -186,7 +189,8 @@ def _checkpoint_records(path: str) -> Tuple[Dict, Optional[str]]:
 
 def read_checkpoint_meta(path: str) -> Dict:
     """The ``meta`` dict of a checkpoint file (``{}`` for a file without
-    one: a bare state dict, a safetensors file; and for an ``http(s)://``
+    one: a bare state dict, a safetensors file, an OpenAI TorchScript
+    archive; and for an ``http(s)://``
     URL, which is downloaded when it is loaded, not to read its records),
     its record keys checked (:func:`check_meta`).
 
@@ -199,7 +203,8 @@ def read_checkpoint_meta(path: str) -> Dict:
         ValueError: Not a readable checkpoint, or a record of the wrong
             type; naming the file.
     """
-    return dict(_checkpoint_records(path)[0])
+    # a copy: the caller may change it, the cache must not
+    return copy.deepcopy(_checkpoint_records(path)[0])
 
 
 def checkpoint_weights_sha256(path: str) -> Optional[str]:

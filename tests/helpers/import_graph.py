@@ -80,8 +80,7 @@ def _targets(node: ast.stmt, module: str, is_pkg: bool,
             yield sub if sub in known else source
 
 
-def module_imports(package: str,
-                   lazy: bool = False) -> Dict[str, Set[str]]:
+def module_imports(package: str, lazy: bool = False) -> Dict[str, Set[str]]:
     """Every module of ``package`` -> the modules it imports at load time
     (absolute names, any package); with ``lazy``, also those it imports
     inside functions and classes and under ``if TYPE_CHECKING:``."""

@@ -50,8 +50,8 @@ def test_recipe_and_cls_twin(repo_root, name):
     assert cfg.model.init_logit_scale == 'pretrained'
     assert cfg.model.max_logit_scale == 100.
     # the CLIP records are written by the runtime's mmlocat.RecordHook
-    assert [h.type for h in cfg.custom_hooks
-            ] == ['mmlocat.LogitScaleClampHook']
+    assert [h.type
+            for h in cfg.custom_hooks] == ['mmlocat.LogitScaleClampHook']
     assert cfg.model.loss.gather_with_grad is True
     # open_clip's AdamW defaults for ViTs, no decay on gains / biases / scale
     opt = cfg.optim_wrapper.optimizer

@@ -16,8 +16,7 @@ from mmengine.logging import MMLogger
 from mmlocat.datasets.vocabulary_record import (VOCABULARY_KEY,
                                                 check_vocabulary,
                                                 vocabulary_record)
-from mmlocat.utils.records import rows_sha256
-from mmlocat.utils.records import file_sha256
+from mmlocat.utils.records import file_sha256, rows_sha256
 
 NAMES = ['cat', 'dog', 'remote control']
 EMB = 'roi_head.bbox_head.text_embeddings'

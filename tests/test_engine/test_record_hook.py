@@ -12,8 +12,7 @@ from mmlocat.datasets.vocabulary_record import vocabulary_record
 from mmlocat.engine.hooks import RecordHook, VocabularyRecordHook
 from mmlocat.text import save_text_embeddings
 from mmlocat.utils.checkpoint_io import read_checkpoint
-from mmlocat.utils.records import (RECORDS_VERSION, VERSION_KEY,
-                                   VOCABULARY_KEY)
+from mmlocat.utils.records import RECORDS_VERSION, VERSION_KEY, VOCABULARY_KEY
 
 NAMES = ['cat', 'dog', 'remote control']
 
@@ -73,8 +72,10 @@ def test_resume_with_another_embedding_file_is_refused(tmp_path):
     other = write_embeddings(tmp_path / 'other.npy', NAMES, seed=1)
     model = build_detector(tiny_fvit_cfg(other, NAMES))
     resuming = SimpleNamespace(model=model, _resume=True)
-    with pytest.raises(ValueError, match='other.npy.*same names in the same '
-                       'order with other values'):
+    with pytest.raises(
+            ValueError,
+            match='other.npy.*same names in the same '
+            'order with other values'):
         RecordHook().after_load_checkpoint(resuming, checkpoint)
     # the same files resume; loading weights to fine-tune checks nothing
     RecordHook().after_load_checkpoint(

@@ -17,9 +17,9 @@ import pytest
 import torch
 from helpers.tiny_archs import tiny_open_clip_cfg
 
-from mmlocat.text.class_names import imagenet_class_names
 from mmlocat.text import (TEMPLATE_SETS, load_text_embeddings, plain_prompts,
                           write_text_embeddings)
+from mmlocat.text.class_names import imagenet_class_names
 from mmlocat.utils.records import file_sha256, text_sha256
 
 MODEL_CFG = tiny_open_clip_cfg(
@@ -194,8 +194,8 @@ def test_zero_shot_accuracy_is_open_clips_with_ties(tmp_path):
 def _exported_text_tower(tmp_path, model, model_name):
     """What lastclip2mmlocat.py --text-out writes for a run that trained
     its text tower (open_clip text keys, the trained logit scale)."""
-    from mmlocat.utils.records import TEXT_TOWER_KEY
     from mmlocat.utils.checkpoint_io import save_checkpoint
+    from mmlocat.utils.records import TEXT_TOWER_KEY
     torch.manual_seed(3)
     tuned = open_clip.CLIP(**MODEL_CFG).eval()
     with torch.no_grad():

@@ -105,8 +105,10 @@ def main() -> None:
         'clip2mmlocat',
         args.prefix,
         # the record binds to the weights as saved (image_sha256)
-        **clip_meta(record, {args.prefix + k: v
-                             for k, v in state_dict.items()}))
+        **clip_meta(record, {
+            args.prefix + k: v
+            for k, v in state_dict.items()
+        }))
     print(f'saved {count} tensors to {args.dst}')
 
 

@@ -9,8 +9,8 @@ from mmengine.model import is_model_wrapper
 from mmlocat.datasets.vocabulary_record import (check_vocabulary,
                                                 vocabulary_record)
 from mmlocat.registry import HOOKS
-from mmlocat.utils.records import (CLIP_RUN_KEY, RECORDS_VERSION,
-                                   VERSION_KEY, VOCABULARY_KEY)
+from mmlocat.utils.records import (CLIP_RUN_KEY, RECORDS_VERSION, VERSION_KEY,
+                                   VOCABULARY_KEY)
 
 __all__ = ['RecordHook', 'VocabularyRecordHook', 'CLIPProvenanceHook']
 

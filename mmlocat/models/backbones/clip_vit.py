@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
-from mmlocat.utils.records import read_checkpoint_meta
+from mmlocat.utils.records import CLIP_KEY, read_checkpoint_meta
 from .clip_tower import CLIPTower, clip_archs
 
 __all__ = ['CLIPViT']
@@ -42,7 +42,7 @@ def recorded_act(init_cfg) -> Optional[str]:
     checkpoint = _checkpoint_of(init_cfg)
     if checkpoint is None:
         return None
-    return read_checkpoint_meta(checkpoint).get('clip', {}).get('act')
+    return (read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}).get('act')
 
 
 @MODELS.register_module()

@@ -76,8 +76,8 @@ def _image_init_record(encoder_cfg: dict,
     record = read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}
     if required and not (record.get('sha256') or record.get('text_sha256')):
         # the one rule's proof: a file hash or a text-tower fingerprint
-        what = (f"names the CLIP {record['name']!r} only" if record.get(
-            'name') else "records no CLIP (meta['clip'])")
+        what = (f"names the CLIP {record['name']!r} only"
+                if record.get('name') else "records no CLIP (meta['clip'])")
         raise ValueError(
             f'the image tower\'s init checkpoint {checkpoint} {what}, so '
             'the text tower cannot be checked against it; convert the tower '

@@ -236,12 +236,12 @@ def export_image_tower(
             CONVERTER_KEY: 'lastclip2mmlocat'
         })
     out_meta[LASTCLIP_KEY] = dict(
-            image_encoder=encoder.get('type'),
-            pooling=encoder.get('pooling', 'lazy_strike'),
-            lock_text=not trained_text,
-            text_model=run_text.get('name'),
-            image_init=copy.deepcopy(records.get('image', {})),
-            sha256=checkpoint['sha256'])
+        image_encoder=encoder.get('type'),
+        pooling=encoder.get('pooling', 'lazy_strike'),
+        lock_text=not trained_text,
+        text_model=run_text.get('name'),
+        image_init=copy.deepcopy(records.get('image', {})),
+        sha256=checkpoint['sha256'])
     return tower, out_meta
 
 

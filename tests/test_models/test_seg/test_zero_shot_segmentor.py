@@ -645,15 +645,14 @@ def test_a_proven_pairing_builds(tmp_path):
     _build(text_embeddings=path, backbone=backbone)
 
 
-@pytest.mark.parametrize(
-    'case, match', [
-        ('no record', r"records no CLIP \(meta\['clip'\]\)"),
-        ('name only', "names the CLIP 'ViT-B-16' only"),
-        ('no text_model', 'the sidecar records no text model'),
-        ('name-only sidecar', "names the text model 'ViT-B-16' only"),
-        ('copied record', 'a record copied from another checkpoint'),
-        ('old record', 'does not fingerprint the tower'),
-    ])
+@pytest.mark.parametrize('case, match', [
+    ('no record', r"records no CLIP \(meta\['clip'\]\)"),
+    ('name only', "names the CLIP 'ViT-B-16' only"),
+    ('no text_model', 'the sidecar records no text model'),
+    ('name-only sidecar', "names the text model 'ViT-B-16' only"),
+    ('copied record', 'a record copied from another checkpoint'),
+    ('old record', 'does not fingerprint the tower'),
+])
 def test_an_unproven_pairing_is_refused(tmp_path, case, match):
     """Issue 34: each of these built and segmented with another CLIP's
     embeddings (mIoU 0.00, exit 0)."""
@@ -667,9 +666,8 @@ def test_an_unproven_pairing_is_refused(tmp_path, case, match):
         'no text_model': dict(text_model=None),
         'name-only sidecar': dict(text_model=dict(name='ViT-B-16')),
         'old record': dict(meta={CLIP_KEY: clip}),
-        'copied record': dict(meta={
-            CLIP_KEY: dict(clip, image_sha256='4' * 64)
-        }),
+        'copied record':
+        dict(meta={CLIP_KEY: dict(clip, image_sha256='4' * 64)}),
     }[case]
     if case == 'no text_model':
         # a plain name-list sidecar, as save_text_embeddings writes one
@@ -679,8 +677,11 @@ def test_an_unproven_pairing_is_refused(tmp_path, case, match):
     else:
         path, backbone, _ = _proven_pair(tmp_path, **kwargs)
     with pytest.raises(ValueError, match=match) as info:
-        _build(text_embeddings=path, backbone=backbone, templates=None,
-               prompt_style=None)
+        _build(
+            text_embeddings=path,
+            backbone=backbone,
+            templates=None,
+            prompt_style=None)
     assert 'check_clip=False' in str(info.value)
     # the named opt-out builds, and says so in the log
     logger = MMLogger.get_current_instance()
@@ -689,8 +690,12 @@ def test_an_unproven_pairing_is_refused(tmp_path, case, match):
     handler.emit = lambda r: seen.append(r.getMessage())
     logger.addHandler(handler)
     try:
-        _build(text_embeddings=path, backbone=backbone, templates=None,
-               prompt_style=None, check_clip=False)
+        _build(
+            text_embeddings=path,
+            backbone=backbone,
+            templates=None,
+            prompt_style=None,
+            check_clip=False)
     finally:
         logger.removeHandler(handler)
     assert any('check_clip=False' in m and path in m for m in seen), seen
