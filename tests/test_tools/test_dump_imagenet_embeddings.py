@@ -130,6 +130,11 @@ def test_tool_writes_the_imagenet_file(tiny, tmp_path, load_tool, monkeypatch):
     np.testing.assert_allclose(emb[SUBSET], ref.numpy(), atol=2e-6, rtol=0)
     with open(out[:-4] + '.json') as f:
         side = json.load(f)
+    # the sidecar is bound to its rows (issue 34)
+    from mmlocat.utils.records import rows_sha256
+    from mmlocat.utils.safe_load import load_array
+    assert side['text_model'].pop('rows_sha256') == rows_sha256(
+        load_array(out))
     assert side['text_model'] == dict(
         name='tiny-zs-clip',
         weights='tiny.pt',
