@@ -519,6 +519,8 @@ def check_clip_pairing(text_model: Mapping,
             logger=logger,
             level=logging.WARNING)
         return
+    if '://' not in checkpoint and not osp.exists(checkpoint):
+        return  # loading the weights names the missing file
     image_model = read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}
     problems = _unproven(text_model, image_model, checkpoint)
     if problems:

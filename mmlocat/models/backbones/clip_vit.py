@@ -11,6 +11,7 @@ token is pooled after ``ln_post`` and then projected.
 """
 import copy
 import logging
+import os.path as osp
 from typing import Dict, Optional, Union
 
 import torch
@@ -40,8 +41,9 @@ def _checkpoint_of(init_cfg) -> Optional[str]:
 def recorded_act(init_cfg) -> Optional[str]:
     """The MLP activation a converted checkpoint records, if any."""
     checkpoint = _checkpoint_of(init_cfg)
-    if checkpoint is None:
-        return None
+    if checkpoint is None or ('://' not in checkpoint
+                              and not osp.isfile(checkpoint)):
+        return None  # loading the weights names the missing file
     return (read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}).get('act')
 
 
