@@ -1,6 +1,6 @@
 # mmlocat's runtime, declared (README "The runtime"): the Runner it names
 # adds RNGStateHook, PreemptionHook, WeightsOnlyCheckpointHook and
-# VocabularyRecordHook, makes checkpoint writes atomic, epoch loops
+# RecordHook, makes checkpoint writes atomic, epoch loops
 # resumable mid-epoch, a resume take its checkpoint's seed, and checks data
 # files as they load (options: `checked_dataset = dict(on_error=...)`).
 # The hosts' own tools/train.py and tools/test.py build it too. A config of

@@ -28,8 +28,8 @@ from mmengine.logging import print_log
 from mmlocat.text import (BACKGROUND, read_class_names, read_text_model,
                           resolve_class_names, sidecar_path)
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.provenance import (file_sha256, file_text_sha256,
-                                      read_checkpoint_meta)
+from mmlocat.utils.records import (CLIP_KEY, file_sha256, file_text_sha256,
+                                   read_checkpoint_meta)
 
 __all__ = [
     'parse_vocabulary', 'recorded_text_model', 'resolve_text_model',
@@ -138,7 +138,7 @@ def recorded_text_model(
                 checkpoint_meta
                 if path == checkpoint and checkpoint_meta is not None else
                 read_checkpoint_meta(path))
-            record = meta.get('clip', {})
+            record = meta.get(CLIP_KEY) or {}
             if record.get('name'):
                 return dict(record), path
     return {}, ', '.join(places)

@@ -25,12 +25,13 @@ import logging
 import os.path as osp
 from typing import Dict, List, Optional
 
-import numpy as np
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
 from mmlocat.text import BACKGROUND, load_query_embeddings, read_class_names
-from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
+from mmlocat.utils.records import (CLIPSELF_KEY, CONVERTER_KEY, VOCABULARY_KEY,
+                                   file_sha256, read_checkpoint_meta,
+                                   rows_sha256)
 from mmlocat.utils.safe_load import load_array
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
     'file_record', 'check_vocabulary', 'ALLOW_OPTION'
 ]
 
-#: ``meta`` key of the record.
-VOCABULARY_KEY = 'vocabulary'
 #: ``(attribute, role)``: a submodule's attribute holding the path of a file
 #: it read, and the config argument that named it (the record's key is
 #: ``<submodule>.<role>``).
@@ -47,7 +46,6 @@ FILE_ATTRS = (('text_embeddings_file', 'text_embeddings'),
               ('base_class_names_file', 'base_class_names'))
 #: The command-line option that accepts a changed vocabulary.
 ALLOW_OPTION = '--allow-vocabulary-change'
-_CLIPSELF_KEY = 'clipself_fvit'
 
 
 def vocabulary_files(model) -> Dict[str, str]:
@@ -129,13 +127,9 @@ def _compare(role: str, now: Optional[Dict], then: Optional[Dict],
 
 
 def _rows_sha256(path: str) -> str:
-    """sha256 of an embedding file's rows as float32, row-major (how
-    ``clipself_fvit2mmlocat.py`` records the checkpoint's rows)."""
-    import torch
-
-    from mmlocat.utils.converters.clipself_fvit import tensor_sha256
-    rows = load_array(path).astype(np.float32)
-    return tensor_sha256(torch.from_numpy(rows))
+    """:func:`~mmlocat.utils.records.rows_sha256` of an embedding file's
+    rows (how ``clipself_fvit2mmlocat.py`` records the checkpoint's)."""
+    return rows_sha256(load_array(path))
 
 
 def _compare_clipself(files: Dict[str, str], record: Dict,
@@ -196,8 +190,8 @@ def check_vocabulary(model,
         meta = (
             read_checkpoint_meta(checkpoint) if osp.isfile(checkpoint) else {})
     recorded = meta.get(VOCABULARY_KEY)
-    if recorded is None and isinstance(meta.get(_CLIPSELF_KEY), dict):
-        problems = _compare_clipself(files, meta[_CLIPSELF_KEY], checkpoint)
+    if recorded is None and isinstance(meta.get(CLIPSELF_KEY), dict):
+        problems = _compare_clipself(files, meta[CLIPSELF_KEY], checkpoint)
     elif recorded is None:
         print_log(
             f'vocabulary: {checkpoint} records no vocabulary (trained before '
@@ -208,13 +202,13 @@ def check_vocabulary(model,
     else:
         now = vocabulary_record(model)
         roles = set(now) | set(recorded)
-        if meta.get('converter'):
+        if meta.get(CONVERTER_KEY):
             # a converter records only the files it saw (the class
             # embeddings); the others are the config's, used as given
             for role in sorted(set(now) - set(recorded)):
                 print_log(
                     f'vocabulary: {checkpoint} (converted by '
-                    f'{meta["converter"]}) records no {role}: '
+                    f'{meta[CONVERTER_KEY]}) records no {role}: '
                     f'{now[role]["file"]} used as given',
                     logger=logger)
             roles = set(recorded)

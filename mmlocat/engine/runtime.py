@@ -19,8 +19,9 @@ config says, and logs each addition.
   checkpoint, then exit; slurm requeue),
   :class:`~mmlocat.engine.WeightsOnlyCheckpointHook` (checkpoints torch's
   weights-only loading reads, and reads them in the run),
-  :class:`~mmlocat.engine.VocabularyRecordHook` (the text files a model
-  read, recorded in its checkpoints);
+  :class:`~mmlocat.engine.RecordHook` (every record of
+  :mod:`mmlocat.utils.records` in its checkpoints: the text files a model
+  read, a LaSt-CLIP run's towers; re-checked on resume);
 * ``default_hooks.checkpoint``: mmengine's ``CheckpointHook`` becomes
   :class:`~mmlocat.engine.AtomicCheckpointHook` (same arguments);
 * ``train_cfg``: mmengine's epoch-based loop becomes
@@ -58,7 +59,7 @@ RUNNER_TYPE = 'mmlocat.MMLocatRunner'
 
 #: ``custom_hooks`` the runtime adds when the config does not name them.
 RUNTIME_HOOKS = ('RNGStateHook', 'PreemptionHook', 'WeightsOnlyCheckpointHook',
-                 'VocabularyRecordHook')
+                 'RecordHook')
 
 # mmengine's own classes, which the mmlocat subclasses replace one to one
 _PLAIN_CHECKPOINT_HOOK = ('CheckpointHook', 'mmengine.CheckpointHook')
@@ -180,7 +181,7 @@ def resumed_seed(cfg: Config) -> Optional[int]:
     checkpoint = _resumed_checkpoint(cfg)
     if checkpoint is None:
         return None
-    from mmlocat.utils.provenance import read_checkpoint_meta
+    from mmlocat.utils.records import read_checkpoint_meta
     seed = read_checkpoint_meta(checkpoint).get('seed')
     return seed if isinstance(seed, int) else None
 

@@ -25,9 +25,8 @@ from .common import dump_json
 from .imagenet_writer import IMAGENET_OWNED, write_imagenet
 from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
                           write_ade20k, write_coco_stuff, write_pascal_context)
-from .voc_cityscapes_writers import (CITYSCAPES_OWNED, VOC07_OWNED,
-                                     VOC_OWNED, write_cityscapes,
-                                     write_pascal_voc)
+from .voc_cityscapes_writers import (CITYSCAPES_OWNED, VOC07_OWNED, VOC_OWNED,
+                                     write_cityscapes, write_pascal_voc)
 
 __all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'DERIVED_KINDS', 'generate']
 

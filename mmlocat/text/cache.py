@@ -19,7 +19,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import file_sha256
 from mmlocat.utils.safe_load import load_array
 from .class_names import read_json
 from .embeddings import Encoder, sidecar_path, write_text_embeddings

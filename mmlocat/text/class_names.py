@@ -24,7 +24,8 @@ __all__ = [
     'read_class_names', 'read_class_name_file', 'check_class_name_lines',
     'names_from_annotations', 'resolve_class_names', 'registered_metainfo',
     'dataset_metainfo', 'dataset_classes', 'zero_shot_classes',
-    'zero_shot_class_name_lines'
+    'zero_shot_class_name_lines', 'IMAGENET_NAME_SOURCES',
+    'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names'
 ]
 
 #: The row name of F-ViT's background embedding, and the default background
@@ -32,6 +33,22 @@ __all__ = [
 BACKGROUND = 'background'
 #: Separates the names (synonyms) of one class on a class-name file's line.
 CLASS_NAME_SEPARATOR = ', '
+
+#: ImageNet-1k class-name lists, both in ImageNet's label order (the order
+#: of mmpretrain's ``ImageNet`` dataset), named in configs as
+#: ``'imagenet_open_clip'`` / ``'imagenet_wordnet'``
+#: (:func:`resolve_class_names`): ``'open_clip'``, open_clip's curated
+#: ``IMAGENET_CLASSNAMES`` (https://github.com/mlfoundations/open_clip,
+#: MIT; shipped as :data:`IMAGENET_OPEN_CLIP_FILE`), which open_clip's
+#: zero-shot evaluation fills into the 80 OpenAI templates (two names occur
+#: twice in it, ``missile`` and ``sunglasses``: both classes get the same
+#: embedding, as in open_clip); ``'wordnet'``, mmpretrain's
+#: ``IMAGENET_CATEGORIES`` (WordNet synonym strings, ``'tench, Tinca
+#: tinca'``).
+IMAGENET_NAME_SOURCES = ('open_clip', 'wordnet')
+IMAGENET_OPEN_CLIP_FILE = osp.join(
+    osp.dirname(osp.dirname(osp.abspath(__file__))), 'datasets', 'data',
+    'imagenet_open_clip.txt')
 
 #: The fix a class-name file that is not UTF-8 gets.
 _UTF8_FIX = ('save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE > '
@@ -108,6 +125,16 @@ def read_class_names(path: str, unique: bool = False) -> List[str]:
                     if line.strip()]
         where, names = [n for n, _ in numbered], [t for _, t in numbered]
         unit = 'line'
+        for number, name in numbered:
+            if ',' in name or ';' in name:
+                # SCLIP's synonym lines read here would be one name each
+                raise ValueError(
+                    f'{path}:{number}: {name!r} holds a separator; a .txt '
+                    'list is one class name a line. Several names of one '
+                    'class (SCLIP\'s "a, b" lines) are a class-name file '
+                    '(class_name_file, dump_text_embeddings.py '
+                    '--seg-config); a name with a comma goes in a .json '
+                    'list, read verbatim')
     if (not isinstance(names, list)
             or not all(isinstance(n, str) for n in names)):
         raise ValueError(f'{path} must hold a list of class-name strings')
@@ -138,8 +165,10 @@ def read_class_name_file(path: str) -> List[List[str]]:
 
     Raises:
         FileNotFoundError: No such file.
-        ValueError: An empty file, line or name, or a name listed twice on
-            one line.
+        ValueError: An empty file, line or name, a name listed twice on
+            one line, a name holding ``;`` or a
+            comma without the space (``a,b``: SCLIP would embed one name);
+            naming the file and the line.
     """
     if not osp.isfile(path):
         raise FileNotFoundError(f'class-name file not found: {path}')
@@ -150,11 +179,20 @@ def read_class_name_file(path: str) -> List[List[str]]:
         raise ValueError(f'class-name file {path} is empty')
     lines = []
     for number, line in enumerate(text.split('\n'), 1):
-        names = line.rstrip('\r').split(CLASS_NAME_SEPARATOR)
+        line = line.rstrip('\r')
+        names = line.split(CLASS_NAME_SEPARATOR)
         if not all(n.strip() for n in names):
             raise ValueError(
                 f'{path}:{number}: empty class name in {line!r} (a line is '
                 f'one class, its names separated by {CLASS_NAME_SEPARATOR!r})')
+        for name in names:
+            # 'a,b' / 'a; b' would be one query name: ambiguous
+            if ',' in name or ';' in name:
+                raise ValueError(
+                    f'{path}:{number}: {name!r} in {line!r} is not a name: '
+                    f'the names of a class are separated by exactly '
+                    f'{CLASS_NAME_SEPARATOR!r} (a comma and one space); '
+                    '";" and a comma without the space are refused')
         if len(set(names)) != len(names):
             raise ValueError(f'{path}:{number}: a name is listed twice in '
                              f'{line!r}')
@@ -252,7 +290,7 @@ def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
     """A class list named in a model's or metric's arguments: a list, a
     ``.json``/``.txt`` file (:func:`read_class_names`), an ImageNet list
     (``'imagenet_open_clip'`` / ``'imagenet_wordnet'``,
-    :func:`mmlocat.datasets.imagenet_class_names.imagenet_class_names`) or
+    :func:`imagenet_class_names`) or
     the type name of a registered mmdet dataset (its
     ``METAINFO['classes']``).
 
@@ -265,9 +303,6 @@ def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
         return list(spec)
     if spec.endswith(('.json', '.txt')):
         return read_class_names(spec)
-    # mmlocat.datasets imports this package: imported where it is used
-    from mmlocat.datasets.imagenet_class_names import (IMAGENET_NAME_SOURCES,
-                                                       imagenet_class_names)
     source = spec[len('imagenet_'):]
     if spec.startswith('imagenet_') and source in IMAGENET_NAME_SOURCES:
         return imagenet_class_names(source)
@@ -344,3 +379,20 @@ def zero_shot_class_name_lines(cfg) -> List[List[str]]:
     lines = read_class_name_file(path)
     check_class_name_lines(lines, classes, path)
     return lines
+
+
+def imagenet_class_names(source: str = 'open_clip') -> List[str]:
+    """The 1,000 ImageNet-1k class names of ``source``
+    (:data:`IMAGENET_NAME_SOURCES`) in label order."""
+    if source == 'open_clip':
+        names = read_class_names(IMAGENET_OPEN_CLIP_FILE)
+    elif source == 'wordnet':
+        from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+        names = list(IMAGENET_CATEGORIES)
+    else:
+        raise ValueError(f'ImageNet class names come from one of '
+                         f'{IMAGENET_NAME_SOURCES}, got {source!r}')
+    if len(names) != 1000:
+        raise ValueError(f'{source}: {len(names)} ImageNet class names, '
+                         'expected 1000')
+    return names

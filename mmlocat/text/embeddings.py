@@ -37,6 +37,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 from tqdm import tqdm
 
+from mmlocat.utils.records import check_sidecar_rows, rows_sha256
 from mmlocat.utils.safe_load import load_array
 from .class_names import BACKGROUND, read_class_names, read_json
 from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
@@ -193,7 +194,9 @@ def save_text_embeddings(path: str,
         text_model: Provenance of the text tower (e.g. ``name``,
             ``weights``, ``sha256`` of the weights file, ``templates``,
             ``prompt_style``); with it the sidecar is ``{"classes": names,
-            "text_model": text_model}``, without it a plain list of names.
+            "text_model": text_model}`` (plus ``rows_sha256``, the rows'
+            fingerprint, :func:`mmlocat.utils.records.rows_sha256`),
+            without it a plain list of names.
         query_class: The class index of each row (rows are query names,
             several per class): the sidecar then holds ``classes``,
             ``queries`` and ``query_class`` (see the module docstring).
@@ -219,7 +222,9 @@ def save_text_embeddings(path: str,
     elif text_model is not None:
         content = dict(classes=content)
     if text_model is not None:
-        content['text_model'] = dict(text_model)
+        # binds the sidecar to these rows (mmlocat.utils.records)
+        content['text_model'] = dict(
+            text_model, rows_sha256=rows_sha256(embeddings))
     with open(side, 'w', encoding='utf-8') as f:
         json.dump(content, f, indent=0)
     return path
@@ -422,6 +427,13 @@ def load_query_embeddings(
     else:
         queries, query_class = list(classes), list(range(len(classes)))
     emb = load_array(path)
+    if isinstance(content, dict):
+        text_model = content.get('text_model') or {}
+        if not isinstance(text_model, dict):
+            raise ValueError(f'{side}: "text_model" must be a record (a '
+                             'dict); write the file again '
+                             '(tools/misc/dump_text_embeddings.py)')
+        check_sidecar_rows(text_model, emb, path, side)
     if emb.ndim != 2 or emb.shape[0] != len(queries):
         raise ValueError(f'{path} has shape {emb.shape} but {side} lists '
                          f'{len(queries)} ' +

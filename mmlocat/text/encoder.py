@@ -12,8 +12,8 @@ import os.path as osp
 from typing import Dict, List, Optional
 
 from mmlocat.utils.hosts import require_open_clip
-from mmlocat.utils.provenance import (clip_provenance, read_checkpoint_meta,
-                                      text_provenance)
+from mmlocat.utils.records import (TEXT_TOWER_KEY, clip_provenance,
+                                   read_checkpoint_meta, text_provenance)
 from .embeddings import Encoder
 
 __all__ = [
@@ -35,7 +35,6 @@ def _text_tower(pretrained: Optional[str], model_name: str):
     """
     # the model layer imports this package: imported where it is used
     from mmlocat.models.clip import OpenCLIPTextTower
-    from mmlocat.models.clip.export import TEXT_TOWER_KEY
     if pretrained is not None:
         info = read_checkpoint_meta(pretrained).get(TEXT_TOWER_KEY) or {}
         trained_as = info.get('model_name')

@@ -1,9 +1,11 @@
 """The module-level import graph of an installed package, from its AST.
 
 For tests that pin import direction and the absence of import cycles
-without importing anything. Imports inside functions (lazy by design) and
-under ``if TYPE_CHECKING:`` are not edges; module-level ``if`` / ``try``
-blocks are.
+without importing anything. By default imports inside functions (lazy by
+design) and under ``if TYPE_CHECKING:`` are not edges; module-level ``if``
+/ ``try`` blocks are. With ``lazy=True`` every import statement is an edge,
+wherever it is (a cycle through a function-level import is a cycle of the
+design, even when Python runs it).
 """
 import ast
 import importlib.util
@@ -78,26 +80,28 @@ def _targets(node: ast.stmt, module: str, is_pkg: bool,
             yield sub if sub in known else source
 
 
-def module_imports(package: str) -> Dict[str, Set[str]]:
+def module_imports(package: str, lazy: bool = False) -> Dict[str, Set[str]]:
     """Every module of ``package`` -> the modules it imports at load time
-    (absolute names, any package)."""
+    (absolute names, any package); with ``lazy``, also those it imports
+    inside functions and classes and under ``if TYPE_CHECKING:``."""
     files = _module_files(package)
     result = {}
     for name, path in files.items():
         with open(path, encoding='utf-8') as f:
             tree = ast.parse(f.read(), path)
         is_pkg = path.endswith('__init__.py')
+        nodes = ast.walk(tree) if lazy else _top_level(tree.body)
         result[name] = {
             target
-            for node in _top_level(tree.body)
+            for node in nodes
             for target in _targets(node, name, is_pkg, set(files))
         }
     return result
 
 
-def import_graph(package: str) -> Dict[str, Set[str]]:
+def import_graph(package: str, lazy: bool = False) -> Dict[str, Set[str]]:
     """:func:`module_imports` restricted to edges inside ``package``."""
-    graph = module_imports(package)
+    graph = module_imports(package, lazy)
     return {
         name: {d
                for d in deps if d in graph and d != name}

@@ -10,7 +10,8 @@ from mmlocat.apis import vocabulary as voc
 from mmlocat.text import (load_text_embeddings, save_text_embeddings,
                           vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import save_checkpoint
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import file_sha256, rows_sha256
+from mmlocat.utils.safe_load import load_array
 
 
 def test_parse_vocabulary(tmp_path):
@@ -66,6 +67,8 @@ def test_recorded_text_model(tmp_path):
         str(tmp_path / 'rec.npy'),
         rows, ['x', 'y', 'background'],
         text_model=text)
+    # the sidecar's record also fingerprints its rows (issue 34)
+    text = dict(text, rows_sha256=rows_sha256(load_array(recorded)))
     assert voc.recorded_text_model(_cfg(recorded,
                                         ckpt)) == (text,
                                                    str(tmp_path / 'rec.json'))
@@ -126,6 +129,8 @@ def test_zero_shot_vocabulary(tmp_path):
     assert voc.is_zero_shot_config(cfg)
     assert not voc.is_zero_shot_config(_cfg(emb))
     assert voc.embeddings_file(cfg) == emb
+    # the sidecar's record also fingerprints its rows (issue 34)
+    text = dict(text, rows_sha256=rows_sha256(load_array(emb)))
     assert voc.recorded_text_model(cfg) == (text, str(tmp_path / 'voc20.json'))
     voc.apply_zero_shot_vocabulary(cfg, 'new.npy', ['cat'])
     assert cfg.model.text_embeddings == 'new.npy'
@@ -160,7 +165,7 @@ def test_resolve_text_model_compares_text_towers(tmp_path):
     is refused."""
     from helpers import sources
 
-    from mmlocat.utils.provenance import text_sha256
+    from mmlocat.utils.records import text_sha256
     state = sources.open_clip_state_dict('EVA02-B-16', seed=3)
     bin_file, eva_file, changed = (
         str(tmp_path / n) for n in ('open_clip.bin', 'eva.pt', 'changed.bin'))

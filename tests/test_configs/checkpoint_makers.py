@@ -137,7 +137,7 @@ def _tower(model: dict) -> dict:
 def _clip_record(tower: dict) -> dict:
     """The CLIP provenance the tower's checkpoint records (what
     ``dump_text_embeddings.py`` records for the same CLIP)."""
-    from mmlocat.utils.provenance import read_checkpoint_meta
+    from mmlocat.utils.records import read_checkpoint_meta
     init = tower.get('init_cfg')
     if not is_pretrained_cfg(init):
         return {}
@@ -236,15 +236,15 @@ def run_tool(script: str, *args: str) -> str:
 
 def save_training_checkpoint(model, cfg: Config, path: str) -> None:
     """What mmengine's Runner saves (``meta['cfg']`` and ``state_dict``),
-    with the CLIP records :class:`mmlocat.CLIPProvenanceHook` adds to a
+    with the CLIP records :class:`mmlocat.RecordHook` adds to a
     ``CLIPContrastive`` run's checkpoints."""
     from mmengine.runner.checkpoint import save_checkpoint, weights_to_cpu
 
-    from mmlocat.models.clip.export import PROVENANCE_KEY
+    from mmlocat.utils.records import CLIP_RUN_KEY
     text = Config(cfg.to_dict(), format_python_code=False).pretty_text
     meta = dict(cfg=text, epoch=1, iter=1)
     if hasattr(model, 'clip_provenance'):
-        meta[PROVENANCE_KEY] = copy.deepcopy(model.clip_provenance)
+        meta[CLIP_RUN_KEY] = copy.deepcopy(model.clip_provenance)
     save_checkpoint(
         dict(meta=meta, state_dict=weights_to_cpu(model.state_dict())), path)
 

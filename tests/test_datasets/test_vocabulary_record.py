@@ -16,8 +16,7 @@ from mmengine.logging import MMLogger
 from mmlocat.datasets.vocabulary_record import (VOCABULARY_KEY,
                                                 check_vocabulary,
                                                 vocabulary_record)
-from mmlocat.utils.converters.clipself_fvit import tensor_sha256
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import file_sha256, rows_sha256
 
 NAMES = ['cat', 'dog', 'remote control']
 EMB = 'roi_head.bbox_head.text_embeddings'
@@ -152,14 +151,14 @@ def test_checkpoints_without_a_record(trained, tmp_path):
         classes=NAMES,
         class_embeddings=dict(
             shape=list(rows.shape),
-            sha256=tensor_sha256(torch.from_numpy(rows))))
+            sha256=rows_sha256(torch.from_numpy(rows))))
     converted = _checkpoint(tmp_path / 'fvit.pth',
                             dict(clipself_fvit=clipself))
     assert check_vocabulary(_model(trained.emb), converted) == []
     write_embeddings(trained.emb, NAMES, seed=2)
     with pytest.raises(ValueError) as err:
         check_vocabulary(_model(trained.emb), converted)
-    found = tensor_sha256(
+    found = rows_sha256(
         torch.from_numpy(np.load(trained.emb).astype(np.float32)))
     assert (
         f'{converted} was converted from an F-ViT checkpoint whose class '

@@ -384,8 +384,8 @@ def _assert_bit_equal(loaded, trained_tower):
 
 
 def test_converted_records_name_the_text_tower(trained, converted, clip):
-    from mmlocat.utils.provenance import (file_sha256, file_text_sha256,
-                                          read_checkpoint_meta)
+    from mmlocat.utils.records import (file_sha256, file_text_sha256,
+                                       read_checkpoint_meta)
     last, cls = converted['last'], converted['cls']
     record = read_checkpoint_meta(last['dst'])['clip']
     assert record == dict(

@@ -20,7 +20,7 @@ from helpers.shrink import write_tiny_ovd_config
 
 from mmlocat.testing import generate
 from mmlocat.text import names_from_annotations
-from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
+from mmlocat.utils.records import file_sha256, read_checkpoint_meta
 
 
 def _run(args, env, cwd, expect_ok=True):

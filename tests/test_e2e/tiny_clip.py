@@ -148,7 +148,6 @@ def write_tiny_clip_config(path: str,
     if probe:
         overrides['custom_hooks'] = [
             dict(type='mmlocat.LogitScaleClampHook'),
-            dict(type='mmlocat.CLIPProvenanceHook'),
             dict(type='TrainProbeHook')
         ]
     overrides.update(extra or {})

@@ -1,4 +1,5 @@
-"""LogitScaleClampHook and CLIPProvenanceHook in a real mmengine Runner.
+"""LogitScaleClampHook and RecordHook (the CLIP records) in a real mmengine
+Runner.
 
 A tiny CLIPContrastive starts from an open_clip checkpoint whose
 logit_scale is above the clamp (log 150): open_clip uses it for the first
@@ -18,7 +19,7 @@ from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401
 from mmlocat.testing import generate
-from mmlocat.utils.provenance import file_sha256, text_sha256
+from mmlocat.utils.records import file_sha256, text_sha256
 
 EMBED = 16
 MODEL_CFG = tiny_open_clip_cfg(embed_dim=EMBED, text_layers=1)
@@ -60,7 +61,7 @@ def _runner(tmp_path, weights, paths, iters=3):
             logger=dict(type='LoggerHook', interval=1)),
         custom_hooks=[
             dict(type='mmlocat.LogitScaleClampHook'),
-            dict(type='mmlocat.CLIPProvenanceHook')
+            dict(type='mmlocat.RecordHook')
         ],
         default_scope='mmpretrain',
         randomness=dict(seed=0))
@@ -124,7 +125,7 @@ def test_scale_from_the_checkpoint_clamped_after_each_step(tmp_path):
 
 
 def test_hooks_need_a_contrastive_model(tmp_path):
-    from mmlocat.engine.hooks import CLIPProvenanceHook, LogitScaleClampHook
+    from mmlocat.engine.hooks import LogitScaleClampHook, RecordHook
     runner = Runner(
         model=dict(
             type='mmpretrain.ImageClassifier',
@@ -133,5 +134,8 @@ def test_hooks_need_a_contrastive_model(tmp_path):
         default_scope='mmpretrain')
     with pytest.raises(TypeError, match='needs a CLIPContrastive model'):
         LogitScaleClampHook().after_train_iter(runner, 0)
-    with pytest.raises(TypeError, match='needs a CLIPContrastive model'):
-        CLIPProvenanceHook().before_save_checkpoint(runner, {})
+    # the one record hook (formerly CLIPProvenanceHook, which raised here)
+    # writes a model's records and no CLIP record for a model without one
+    checkpoint = {}
+    RecordHook().before_save_checkpoint(runner, checkpoint)
+    assert checkpoint['meta'] == dict(records_version=2)

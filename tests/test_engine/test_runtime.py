@@ -40,7 +40,7 @@ def test_shipped_configs_get_the_runtime(config):
     assert hooks.count('mmlocat.RNGStateHook') == 1
     assert hooks.count('mmlocat.PreemptionHook') == 1
     assert hooks.count('mmlocat.WeightsOnlyCheckpointHook') == 1
-    assert hooks.count('mmlocat.VocabularyRecordHook') == 1
+    assert hooks.count('mmlocat.RecordHook') == 1
     assert cfg.default_hooks.checkpoint.type == 'mmlocat.AtomicCheckpointHook'
     loop = RESUMABLE[config]
     if loop.startswith('mmlocat.'):
@@ -74,7 +74,7 @@ def test_other_loops_and_hooks_are_kept():
         dict(type='mmlocat.PreemptionHook', requeue=False),
         dict(type='mmlocat.RNGStateHook'),
         dict(type='mmlocat.WeightsOnlyCheckpointHook'),
-        dict(type='mmlocat.VocabularyRecordHook')
+        dict(type='mmlocat.RecordHook')
     ]
 
 

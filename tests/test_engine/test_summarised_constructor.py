@@ -53,8 +53,8 @@ def test_same_optimizer_two_lines():
     # the host's flood, which the summary replaces
     assert sum('requires_grad=False' in m for m in host_lines) == 10
     assert len(host_lines) > 10
-    assert not any('requires_grad=False' in m for m in lines
-                   if not m.startswith('optimizer:'))
+    assert not any('requires_grad=False' in m
+                   for m in lines if not m.startswith('optimizer:'))
     assert not any(m.startswith('paramwise_options') for m in lines)
     assert [m for m in lines if m.startswith('optimizer:')] == [
         'optimizer: 10 frozen parameters (requires_grad=False) left out '
@@ -64,8 +64,8 @@ def test_same_optimizer_two_lines():
     ], lines
 
     def groups(w):
-        return [(tuple(id(p) for p in g['params']), g['lr'],
-                 g['weight_decay']) for g in w.optimizer.param_groups]
+        return [(tuple(id(p) for p in g['params']), g['lr'], g['weight_decay'])
+                for g in w.optimizer.param_groups]
 
     assert groups(ours) == groups(theirs)
 

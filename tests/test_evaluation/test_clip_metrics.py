@@ -111,10 +111,15 @@ def test_zero_shot_accuracy_checks_clip_and_prompts_at_build(tmp_path):
             sha256='1' * 64,
             templates='clip',
             prompt_style='plain'))
+    # a record bound to the tower's weights, as converters write it since
+    # issue 34 (clip_meta); without image_sha256 it is refused as unproven
+    from mmlocat.utils.records import clip_meta
     ckpt = str(tmp_path / 'tower.pth')
-    save_checkpoint({'w': torch.zeros(1)},
-                    ckpt,
-                    meta=dict(clip=dict(name='ViT-B-16', sha256='2' * 64)))
+    weights = {'w': torch.zeros(1)}
+    save_checkpoint(
+        weights,
+        ckpt,
+        meta=clip_meta(dict(name='ViT-B-16', sha256='2' * 64), weights))
     with pytest.raises(ValueError, match="CLIP sha256 '1111.*'2222"):
         ZeroShotAccuracy(embeddings=path, clip_checkpoint=ckpt)
     ZeroShotAccuracy(embeddings=path, clip_checkpoint=ckpt, check_clip=False)

@@ -51,11 +51,14 @@ def _names_file(tmp_path, text, name='names.txt'):
 
 def test_class_name_files_read_as_sclips_get_cls_idx(tmp_path):
     """Line k = class k, names split at exactly ', ' (SCLIP's
-    ``get_cls_idx``); a missing last newline and CRLF are read the same."""
-    lines = [['person', 'person in shirt'], ['ship'], ['a,b', 'c ']]
-    for text in ('person, person in shirt\nship\na,b, c ',
-                 'person, person in shirt\nship\na,b, c \n',
-                 'person, person in shirt\r\nship\r\na,b, c \r\n'):
+    ``get_cls_idx``); a missing last newline and CRLF are read the same.
+    SCLIP kept ``a,b`` as one name; since issue 34 it is refused (it was
+    ``['a,b', 'c ']`` here: test_ambiguous_synonym_lines_name_file_and_line).
+    """
+    lines = [['person', 'person in shirt'], ['ship'], ['a b', 'c ']]
+    for text in ('person, person in shirt\nship\na b, c ',
+                 'person, person in shirt\nship\na b, c \n',
+                 'person, person in shirt\r\nship\r\na b, c \r\n'):
         assert te.read_class_name_file(_names_file(tmp_path, text)) == lines
     for text, match in (('a\n\nb\n', ':2: empty class name'),
                         ('a, , b\n', ':1: empty class name'),
@@ -174,3 +177,33 @@ def test_truncated_class_name_json_names_line_and_column(tmp_path):
     with pytest.raises(ValueError) as info:
         te.read_class_names(path)
     assert str(info.value).startswith(f'{path}:3:1: not valid JSON')
+
+
+@pytest.mark.parametrize('line, bad', [('cat,kitten', 'cat,kitten'),
+                                       ('cat; kitten', 'cat; kitten'),
+                                       ('dog, cat,kitten', 'cat,kitten')])
+def test_ambiguous_synonym_lines_name_file_and_line(tmp_path, line, bad):
+    """Issue 34: ``a,b`` and ``a; b`` silently became one query name."""
+    from mmlocat.text import read_class_name_file
+    path = tmp_path / 'names.txt'
+    path.write_text(f'person, man\n{line}\n', encoding='utf-8')
+    with pytest.raises(ValueError) as info:
+        read_class_name_file(str(path))
+    assert f'{path}:2: {bad!r}' in str(info.value)
+    assert "exactly ', '" in str(info.value)
+
+
+def test_a_synonym_file_is_not_a_name_list(tmp_path, repo_root):
+    """Issue 34: the shipped SCLIP class-name file given to ``--classes`` /
+    ``--names`` became single names with commas."""
+    from mmlocat.text import read_class_names
+    with pytest.raises(
+            ValueError,
+            match=r'coco-object.txt:1: .* holds a '
+            'separator.*a .json list'):
+        read_class_names(f'{repo_root}/configs/last/class_names/'
+                         'coco-object.txt')
+    # the documented escape: a .json list keeps a comma in a name
+    path = tmp_path / 'names.json'
+    path.write_text('["tench, Tinca tinca", "goldfish"]', encoding='utf-8')
+    assert read_class_names(str(path)) == ['tench, Tinca tinca', 'goldfish']

@@ -17,7 +17,7 @@ from helpers.tiny_archs import tiny_open_clip_cfg
 from mmlocat.models.clip.text_tower import open_clip_text_act
 from mmlocat.text import encoder_record, open_clip_encoder
 from mmlocat.utils.hosts import require_open_clip
-from mmlocat.utils.provenance import clip_provenance, text_provenance
+from mmlocat.utils.records import clip_provenance, text_provenance
 
 PROMPTS = ['a photo of a cat.', 'There is an aerosol can in the scene.', 'x']
 TAG = 'tiny_tag'

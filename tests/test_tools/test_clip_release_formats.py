@@ -20,9 +20,17 @@ import torch
 from helpers import sources
 
 from mmlocat.text import load_text_embeddings, read_text_model
-from mmlocat.utils.provenance import (check_checkpoint_clip, file_sha256,
-                                      file_text_sha256, read_checkpoint_meta,
-                                      text_sha256)
+from mmlocat.utils.records import (check_clip_pairing,
+                                   checkpoint_weights_sha256, file_sha256,
+                                   file_text_sha256, read_checkpoint_meta,
+                                   text_sha256)
+
+
+def _paired(text_model, emb, image):
+    """The one pairing rule of the models (F-ViT, the zero-shot
+    segmentor) on a dumped file and a converted tower."""
+    check_clip_pairing(text_model, emb, image, 'FViT', 'check_clip=False')
+
 
 TOOLS = dict(
     dump='tools/misc/dump_text_embeddings.py',
@@ -94,6 +102,8 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
     code, err = run('clip', archive, image, '--model-config', quick)
     assert code == 0, err
     record = read_checkpoint_meta(image)['clip']
+    # the record is bound to the tower's own weights (issue 34)
+    assert record.pop('image_sha256') == checkpoint_weights_sha256(image)
     assert record == dict(
         name='tiny-ViT-B-16-quickgelu',
         weights='ViT-B-16.pt',
@@ -106,7 +116,7 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
     for emb in (from_bin, from_archive):
         assert read_text_model(emb)['text_sha256'] == fingerprint
         assert read_text_model(emb)['text_act'] == 'quick_gelu'
-        check_checkpoint_clip(read_text_model(emb), emb, image)
+        _paired(read_text_model(emb), emb, image)
     # the same tower: the same embeddings
     np.testing.assert_allclose(
         load_text_embeddings(from_bin)[0],
@@ -121,7 +131,7 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
     assert read_text_model(emb)['text_sha256'] == file_text_sha256(other)
     assert file_text_sha256(other) != fingerprint
     with pytest.raises(ValueError) as err:
-        check_checkpoint_clip(read_text_model(emb), emb, image)
+        _paired(read_text_model(emb), emb, image)
     assert (f'come from the CLIP text tower {file_text_sha256(other)} '
             f'(changed.bin sha256 {file_sha256(other)}) but the backbone '
             f'checkpoint {image} from the CLIP text tower {fingerprint} '
@@ -160,6 +170,7 @@ def test_eva_repo_file_and_open_clip_file_of_one_model(tmp_path, run):
         record = read_checkpoint_meta(towers[src])['clip']
         assert record['text_sha256'] == fingerprint
         assert record['text_act'] == 'gelu'
+        assert record['image_sha256'] == checkpoint_weights_sha256(towers[src])
     # two files of one model: the same image tower ...
     a, b = (torch.load(p)['state_dict'] for p in towers.values())
     assert a.keys() == b.keys()
@@ -175,13 +186,13 @@ def test_eva_repo_file_and_open_clip_file_of_one_model(tmp_path, run):
         atol=1e-6)
     # the README's pair: tower from the EVA repo's file, text from
     # open_clip's (file hashes differ, text towers do not)
-    check_checkpoint_clip(read_text_model(emb_bin), emb_bin, towers[eva_file])
-    check_checkpoint_clip(read_text_model(emb_eva), emb_eva, towers[bin_file])
+    _paired(read_text_model(emb_bin), emb_bin, towers[eva_file])
+    _paired(read_text_model(emb_eva), emb_eva, towers[bin_file])
     other = _perturbed(open_clip_state, tmp_path / 'changed.bin',
                        'text.ln_final.weight')
     emb = _dump(run, tmp_path, config, other, 'changed.npy')
     with pytest.raises(ValueError, match='the text towers differ'):
-        check_checkpoint_clip(read_text_model(emb), emb, towers[eva_file])
+        _paired(read_text_model(emb), emb, towers[eva_file])
 
 
 def test_open_clip_files_need_their_activation_named(tmp_path, run):
@@ -199,14 +210,14 @@ def test_open_clip_files_need_their_activation_named(tmp_path, run):
     for dst, config in ((right, gelu), (wrong, quick)):
         code, err = run('clip', laion, dst, '--model-config', config)
         assert code == 0, err
-    check_checkpoint_clip(read_text_model(emb), emb, right)
+    _paired(read_text_model(emb), emb, right)
     with pytest.raises(
             ValueError,
             match=r"encoded with text activation 'gelu' \(open_clip model "
             r"'tiny-ViT-B-16'\) but the backbone checkpoint .*wrong\.pth "
             r"records 'quick_gelu' \(open_clip model "
             r"'tiny-ViT-B-16-quickgelu'\)"):
-        check_checkpoint_clip(read_text_model(emb), emb, wrong)
+        _paired(read_text_model(emb), emb, wrong)
 
 
 def test_dump_reads_an_openai_archive_in_a_fresh_process(

@@ -17,10 +17,10 @@ import pytest
 import torch
 from helpers.tiny_archs import tiny_open_clip_cfg
 
-from mmlocat.datasets.imagenet_class_names import imagenet_class_names
 from mmlocat.text import (TEMPLATE_SETS, load_text_embeddings, plain_prompts,
                           write_text_embeddings)
-from mmlocat.utils.provenance import file_sha256, text_sha256
+from mmlocat.text.class_names import imagenet_class_names
+from mmlocat.utils.records import file_sha256, text_sha256
 
 MODEL_CFG = tiny_open_clip_cfg(
     embed_dim=8, text_width=16, text_layers=1, width=8, head_width=8)
@@ -130,6 +130,11 @@ def test_tool_writes_the_imagenet_file(tiny, tmp_path, load_tool, monkeypatch):
     np.testing.assert_allclose(emb[SUBSET], ref.numpy(), atol=2e-6, rtol=0)
     with open(out[:-4] + '.json') as f:
         side = json.load(f)
+    # the sidecar is bound to its rows (issue 34)
+    from mmlocat.utils.records import rows_sha256
+    from mmlocat.utils.safe_load import load_array
+    assert side['text_model'].pop('rows_sha256') == rows_sha256(
+        load_array(out))
     assert side['text_model'] == dict(
         name='tiny-zs-clip',
         weights='tiny.pt',
@@ -194,8 +199,8 @@ def test_zero_shot_accuracy_is_open_clips_with_ties(tmp_path):
 def _exported_text_tower(tmp_path, model, model_name):
     """What lastclip2mmlocat.py --text-out writes for a run that trained
     its text tower (open_clip text keys, the trained logit scale)."""
-    from mmlocat.models.clip.export import TEXT_TOWER_KEY
     from mmlocat.utils.checkpoint_io import save_checkpoint
+    from mmlocat.utils.records import TEXT_TOWER_KEY
     torch.manual_seed(3)
     tuned = open_clip.CLIP(**MODEL_CFG).eval()
     with torch.no_grad():

@@ -75,7 +75,7 @@ def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
     prompts."""
     import open_clip
 
-    from mmlocat.utils.provenance import file_sha256, text_sha256
+    from mmlocat.utils.records import file_sha256, text_sha256
     torch.manual_seed(0)
     model = open_clip.create_model('ViT-B-16', pretrained=None).eval()
     weights = str(tmp_path / 'ViT-B-16.bin')

@@ -292,7 +292,7 @@ for name in names:
         importlib.import_module(name)
     except Exception as err:
         failed[name] = f'{type(err).__name__}: {err}'
-from mmlocat.datasets.imagenet_class_names import imagenet_class_names
+from mmlocat.text.class_names import imagenet_class_names
 from mmlocat.testing import generate
 lvis = generate('lvis', tempfile.mkdtemp(), num_train=1, num_val=1,
                 img_size=(32, 32))

@@ -588,7 +588,7 @@ def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path,
 
     # recorded only in the tower checkpoint's meta['clip'] (as the
     # converter writes it, no prompts): imagenet80 templates, plain prompts
-    from mmlocat.utils.provenance import clip_provenance
+    from mmlocat.utils.records import clip_provenance
     state = torch.load(ckpt, weights_only=False)
     # (the recorded weights are found next to the checkpoint)
     meta_ckpt = osp.join(osp.dirname(zero_shot['weights']), 'meta.pth')

@@ -32,7 +32,7 @@ from mmlocat.utils.converters import (clipself_fvit_weights,
                                       convert_clipself_fvit)
 from mmlocat.utils.converters.clipself_fvit import (CLASS_EMBEDDINGS_KEY,
                                                     DROP_REASONS)
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import file_sha256
 
 COCO = 'ovd/fvit_eva02-clip-b16_ov-coco.py'
 LVIS = 'ovd/fvit_eva02-clip-b16_ov-lvis.py'

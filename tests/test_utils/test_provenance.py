@@ -9,8 +9,8 @@ import pytest
 import torch
 from helpers import sources
 
-from mmlocat.utils.provenance import (check_same_clip, text_provenance,
-                                      text_sha256, text_tower_tensors)
+from mmlocat.utils.records import (check_same_clip, text_provenance,
+                                   text_sha256, text_tower_tensors)
 
 # open_clip's text keys of a CLIP (the layout OpenAI's releases use)
 TEXT_KEYS = ('token_embedding.', 'positional_embedding', 'transformer.',

@@ -26,7 +26,7 @@ import pytest
 import torch
 from helpers.tiny_archs import tiny_open_clip_cfg, tiny_vit
 
-from mmlocat.utils import checkpoint_io, provenance
+from mmlocat.utils import checkpoint_io, records
 from mmlocat.utils.safe_load import load_array, read_torchscript_state_dict
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -200,10 +200,15 @@ def test_library_readers_never_run_a_payload(reader, kind, tmp_path):
 @pytest.mark.parametrize('kind', sorted(CHECKPOINT_PAYLOADS))
 def test_checkpoint_meta_reader_never_runs_a_payload(kind, tmp_path):
     """The build-time meta reader (a CLIP tower's recorded activation, the
-    LaSt-CLIP and vocabulary records) finds no meta and runs nothing."""
-    path, marker, _ = _crafted(tmp_path, kind, CHECKPOINT_PAYLOADS, 'x.pth')
-    assert provenance.read_checkpoint_meta(path) == {}
+    LaSt-CLIP and vocabulary records) runs nothing. It used to turn every
+    read error into ``{}`` (no records); now it is the one checkpoint
+    reader's refusal, naming the file."""
+    path, marker, words = _crafted(tmp_path, kind, CHECKPOINT_PAYLOADS,
+                                   'x.pth')
+    with pytest.raises(ValueError) as info:
+        records.read_checkpoint_meta(path)
     assert not osp.exists(marker)
+    assert path in str(info.value), info.value
 
 
 @pytest.mark.parametrize('kind', sorted(ARRAY_PAYLOADS))

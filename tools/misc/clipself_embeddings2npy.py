@@ -36,7 +36,7 @@ from mmlocat.text import (names_from_annotations, read_class_names,
 from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.output_guard import refuse_output_over_input
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import file_sha256
 
 
 def parse_args() -> argparse.Namespace:

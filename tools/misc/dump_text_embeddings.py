@@ -72,14 +72,14 @@ import json
 
 from mmengine.config import Config
 
-from mmlocat.datasets.imagenet_class_names import (IMAGENET_NAME_SOURCES,
-                                                   imagenet_class_names)
 from mmlocat.text import (PROMPT_STYLES, TEMPLATE_SETS, encoder_record,
                           names_from_annotations, open_clip_encoder,
                           read_class_names, register_model_config,
                           save_base_classes, write_text_embeddings,
                           zero_shot_class_name_lines, zero_shot_classes)
 from mmlocat.text.cache import cached_text_embeddings
+from mmlocat.text.class_names import (IMAGENET_NAME_SOURCES,
+                                      imagenet_class_names)
 from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.output_guard import refuse_output_over_input

@@ -28,19 +28,18 @@ import os.path as osp
 from collections import Counter
 
 import numpy as np
-import torch
 
-from mmlocat.datasets.vocabulary_record import VOCABULARY_KEY, file_record
+from mmlocat.datasets.vocabulary_record import file_record
 from mmlocat.text import (BACKGROUND, load_text_embeddings, read_class_names,
                           save_text_embeddings)
 from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import (read_checkpoint,
                                          refuse_nonfinite_weights, run_cli,
                                          save_converted)
-from mmlocat.utils.converters.clipself_fvit import (clipself_fvit_weights,
-                                                    tensor_sha256)
+from mmlocat.utils.converters.clipself_fvit import clipself_fvit_weights
 from mmlocat.utils.output_guard import refuse_output_over_input
-from mmlocat.utils.provenance import file_sha256
+from mmlocat.utils.records import (CLIPSELF_KEY, RECORDS_VERSION, VERSION_KEY,
+                                   VOCABULARY_KEY, file_sha256, rows_sha256)
 
 #: The role of mmlocat.FViT's class embeddings in ``meta['vocabulary']``
 #: (the box head's ``text_embeddings``).
@@ -89,8 +88,8 @@ def check_embeddings(stored, path: str, src: str) -> None:
         raise ValueError(
             f'{path} is not the vocabulary of {src}: the rows differ by up '
             f'to {diff:.3g} (checkpoint rows sha256 '
-            f'{tensor_sha256(stored)[:12]}, file rows '
-            f'{tensor_sha256(torch.from_numpy(rows))[:12]}); '
+            f'{rows_sha256(stored)[:12]}, file rows '
+            f'{rows_sha256(rows)[:12]}); '
             'export the checkpoint\'s own rows with --export-embeddings')
 
 
@@ -139,8 +138,8 @@ def main() -> None:
         weights.meta, dropped=dict(Counter(weights.dropped.values())))
     if stored is not None:
         record['class_embeddings'] = dict(
-            shape=list(stored.shape), sha256=tensor_sha256(stored))
-    meta = dict(clipself_fvit=record)
+            shape=list(stored.shape), sha256=rows_sha256(stored))
+    meta = {CLIPSELF_KEY: record, VERSION_KEY: RECORDS_VERSION}
     vocabulary = args.export_embeddings or args.text_embeddings
     if vocabulary:
         meta[VOCABULARY_KEY] = {ROLE: file_record(ROLE, vocabulary)}

@@ -34,7 +34,7 @@ from mmlocat.utils.converters import convert_eva02_clip
 from mmlocat.utils.converters.clip import (clip_tower_settings,
                                            open_clip_model_config)
 from mmlocat.utils.output_guard import refuse_output_over_input
-from mmlocat.utils.provenance import clip_provenance, text_provenance
+from mmlocat.utils.records import clip_meta, clip_provenance, text_provenance
 
 
 def parse_args() -> argparse.Namespace:
@@ -96,7 +96,11 @@ def main() -> None:
         args.src,
         'eva02_clip2mmlocat',
         args.prefix,
-        clip=record)
+        # the record binds to the weights as saved (image_sha256)
+        **clip_meta(record, {
+            args.prefix + k: v
+            for k, v in state_dict.items()
+        }))
     print(f'saved {count} tensors to {args.dst}')
 
 

@@ -190,9 +190,7 @@ default_hooks = dict(
         type='CheckpointHook', by_epoch=False, interval=1155,
         max_keep_ckpts=2))
 log_processor = dict(by_epoch=False)
-custom_hooks = [
-    dict(type='mmlocat.LogitScaleClampHook'),
-    dict(type='mmlocat.CLIPProvenanceHook'),
-]
+# the towers' CLIP records: mmlocat.RecordHook, added by the runtime
+custom_hooks = [dict(type='mmlocat.LogitScaleClampHook')]
 # 8 GPUs x 64 (open_clip's per-GPU default).
 auto_scale_lr = dict(base_batch_size=512, enable=False)

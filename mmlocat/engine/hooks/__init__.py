@@ -1,11 +1,11 @@
 from .checkpoint_hook import AtomicCheckpointHook, AtomicLocalBackend
-from .clip_hooks import CLIPProvenanceHook, LogitScaleClampHook
+from .clip_hooks import LogitScaleClampHook
 from .gaug_stats_hook import GAugStatsHook
 from .ov_label_space_hook import OVLabelSpaceHook
 from .preemption_hook import PreemptionHook
+from .record_hook import CLIPProvenanceHook, RecordHook, VocabularyRecordHook
 from .rng_state_hook import RNGStateHook
 from .skipped_files_hook import SkippedFilesHook
-from .vocabulary_hook import VocabularyRecordHook
 from .weights_only_checkpoint_hook import WeightsOnlyCheckpointHook
 from .zero_shot_class_hook import ZeroShotClassCheckHook
 
@@ -13,6 +13,6 @@ __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'CLIPProvenanceHook',
     'GAugStatsHook', 'LogitScaleClampHook', 'OVLabelSpaceHook',
     'PreemptionHook', 'RNGStateHook', 'SkippedFilesHook',
-    'VocabularyRecordHook', 'WeightsOnlyCheckpointHook',
+    'VocabularyRecordHook', 'RecordHook', 'WeightsOnlyCheckpointHook',
     'ZeroShotClassCheckHook'
 ]

@@ -4,9 +4,8 @@
   ``[0, log(100)]`` after every optimizer step
   (``open_clip_train/train.py``, https://github.com/mlfoundations/open_clip),
   and the scale the run starts from in the log.
-* :class:`CLIPProvenanceHook`: the two towers' CLIP records in every
-  checkpoint's ``meta``, which ``tools/model_converters/lastclip2mmlocat.py``
-  turns into the exported tower's record.
+The two towers' CLIP records go into every checkpoint's ``meta`` by
+the runtime's :class:`mmlocat.RecordHook`.
 
 A hook and not the forward or the optimizer wrapper: the clamp must act on
 the parameter after the step (a clamp in the forward zeroes the scale's
@@ -16,7 +15,6 @@ clamping after an iteration without a step changes nothing) and of every
 model wrapper (DDP / FSDP call the optimizer without the model's
 ``train_step``).
 """
-import copy
 import math
 from typing import Optional, Sequence
 
@@ -24,16 +22,15 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
-from mmlocat.models.clip.export import PROVENANCE_KEY
 from mmlocat.registry import HOOKS
 
-__all__ = ['LogitScaleClampHook', 'CLIPProvenanceHook']
+__all__ = ['LogitScaleClampHook']
 
 
 def _contrastive_model(runner, hook: str):
     model = runner.model.module if is_model_wrapper(
         runner.model) else runner.model
-    for name in ('clamp_logit_scale', 'clip_provenance'):
+    for name in ('clamp_logit_scale', ):
         if not hasattr(model, name):
             raise TypeError(f'{hook} needs a CLIPContrastive model (with '
                             f'{name}), got {type(model).__name__}')
@@ -69,17 +66,3 @@ class LogitScaleClampHook(Hook):
                          data_batch: Optional[Sequence] = None,
                          outputs: Optional[dict] = None) -> None:
         _contrastive_model(runner, type(self).__name__).clamp_logit_scale()
-
-
-@HOOKS.register_module()
-class CLIPProvenanceHook(Hook):
-    """Write the towers' CLIP records (``CLIPContrastive.clip_provenance``:
-    the text tower's open_clip name / weights / sha256, the image init's
-    ``meta['clip']`` and checkpoint) into ``checkpoint['meta']`` under
-    :data:`PROVENANCE_KEY`."""
-    priority = 'VERY_HIGH'
-
-    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        model = _contrastive_model(runner, type(self).__name__)
-        meta = checkpoint.setdefault('meta', {})
-        meta[PROVENANCE_KEY] = copy.deepcopy(model.clip_provenance)

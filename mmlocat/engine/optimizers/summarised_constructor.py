@@ -50,13 +50,12 @@ class ParamLogSummary(logging.Filter):
         if self.frozen:
             tops = Counter(name.split('.')[0] for name in self.frozen)
             where = ', '.join(f'{k} {n}' for k, n in sorted(tops.items()))
-            out.append(
-                f'optimizer: {len(self.frozen)} frozen parameters '
-                f'(requires_grad=False) left out ({where}), e.g. '
-                f'{self.frozen[0]}')
+            out.append(f'optimizer: {len(self.frozen)} frozen parameters '
+                       f'(requires_grad=False) left out ({where}), e.g. '
+                       f'{self.frozen[0]}')
         if self.options:
-            opts = ', '.join(f'{k} x{n}' for k, n in sorted(
-                self.options.items()))
+            opts = ', '.join(f'{k} x{n}'
+                             for k, n in sorted(self.options.items()))
             out.append(f'optimizer: paramwise options set: {opts}')
         return out
 

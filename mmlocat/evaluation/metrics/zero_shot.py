@@ -18,7 +18,7 @@ from mmengine.evaluator import BaseMetric
 from mmlocat.registry import METRICS
 from mmlocat.text import (check_prompt_recipe, load_text_embeddings,
                           read_text_model, resolve_class_names)
-from mmlocat.utils.provenance import check_checkpoint_clip
+from mmlocat.utils.records import check_clip_pairing
 
 __all__ = ['ZeroShotAccuracy']
 
@@ -35,7 +35,7 @@ class ZeroShotAccuracy(BaseMetric):
             ``.json`` file, or ``'imagenet_open_clip'`` (open_clip's
             ImageNet names, the ImageNet zero-shot protocol) /
             ``'imagenet_wordnet'`` (mmpretrain's), see
-            :mod:`mmlocat.datasets.imagenet_class_names`), when the
+            :func:`mmlocat.text.class_names.imagenet_class_names`), when the
             dataset's ``classes`` are not the embedded names.
         topk: The ``k`` values reported (``zero_shot/top1``, ...).
         clip_checkpoint: An image-tower checkpoint whose ``meta['clip']``
@@ -72,8 +72,14 @@ class ZeroShotAccuracy(BaseMetric):
             text_model, embeddings,
             dict(templates=templates, prompt_style=prompt_style),
             'ZeroShotAccuracy')
-        if check_clip and clip_checkpoint:
-            check_checkpoint_clip(text_model, embeddings, clip_checkpoint)
+        if clip_checkpoint:
+            check_clip_pairing(
+                text_model,
+                embeddings,
+                clip_checkpoint,
+                'ZeroShotAccuracy',
+                'check_clip=False',
+                allowed=not check_clip)
         self.embeddings = embeddings
         self.class_names = (
             resolve_class_names(class_names)

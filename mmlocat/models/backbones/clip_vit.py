@@ -11,6 +11,7 @@ token is pooled after ``ln_post`` and then projected.
 """
 import copy
 import logging
+import os.path as osp
 from typing import Dict, Optional, Union
 
 import torch
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 
 from mmlocat.registry import MODELS
 from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
-from mmlocat.utils.provenance import read_checkpoint_meta
+from mmlocat.utils.records import CLIP_KEY, read_checkpoint_meta
 from .clip_tower import CLIPTower, clip_archs
 
 __all__ = ['CLIPViT']
@@ -40,9 +41,10 @@ def _checkpoint_of(init_cfg) -> Optional[str]:
 def recorded_act(init_cfg) -> Optional[str]:
     """The MLP activation a converted checkpoint records, if any."""
     checkpoint = _checkpoint_of(init_cfg)
-    if checkpoint is None:
-        return None
-    return read_checkpoint_meta(checkpoint).get('clip', {}).get('act')
+    if checkpoint is None or ('://' not in checkpoint
+                              and not osp.isfile(checkpoint)):
+        return None  # loading the weights names the missing file
+    return (read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}).get('act')
 
 
 @MODELS.register_module()

@@ -34,7 +34,8 @@ from torch import Tensor, nn
 from mmlocat.registry import MODELS
 from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import is_pretrained_cfg, pretrained_init_cfg
-from mmlocat.utils.provenance import check_same_clip, read_checkpoint_meta
+from mmlocat.utils.records import (CLIP_KEY, check_same_clip,
+                                   read_checkpoint_meta)
 from .text_tower import OpenCLIPTextTower
 
 __all__ = ['CLIPContrastive', 'PRETRAINED_SCALE']
@@ -71,15 +72,15 @@ def _image_init_record(encoder_cfg: dict,
     if not is_pretrained_cfg(init_cfg):
         return {}, None
     checkpoint = init_cfg.get('checkpoint')
-    meta = read_checkpoint_meta(checkpoint)
-    record = meta.get('clip') or {}
-    exists = bool(meta) or (isinstance(checkpoint, str)
-                            and osp.isfile(checkpoint))
-    if required and exists and not (record.get('name')
-                                    or record.get('sha256')):
+    if not (isinstance(checkpoint, str) and osp.isfile(checkpoint)):
+        return {}, checkpoint  # init_weights names the missing file
+    record = read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}
+    if required and not (record.get('sha256') or record.get('text_sha256')):
+        # the one rule's proof: a file hash or a text-tower fingerprint
+        what = (f"names the CLIP {record['name']!r} only"
+                if record.get('name') else "records no CLIP (meta['clip'])")
         raise ValueError(
-            f'the image tower\'s init checkpoint {checkpoint} records no CLIP '
-            "(meta['clip'] with the open_clip name / weights sha256), so "
+            f'the image tower\'s init checkpoint {checkpoint} {what}, so '
             'the text tower cannot be checked against it; convert the tower '
             'with tools/model_converters/clip2mmlocat.py or '
             'eva02_clip2mmlocat.py (they record it), or set '
@@ -212,6 +213,14 @@ class CLIPContrastive(SummarisedInitInfo, BaseModel):
             image_encoder, required=not self.allow_mixed_clip)
         if checkpoint is not None:
             image['checkpoint'] = checkpoint
+        if self.allow_mixed_clip:
+            print_log(
+                'CLIPContrastive: allow_mixed_clip=True: the text tower '
+                f'{self.text_encoder.weights} is trained with the image '
+                f'tower of {checkpoint} without checking that they come '
+                'from one CLIP',
+                logger='current',
+                level=logging.WARNING)
         if image and not self.allow_mixed_clip:
             check_same_clip(
                 text,

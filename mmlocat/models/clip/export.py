@@ -29,20 +29,18 @@ from typing import Dict, Optional, Tuple
 
 from mmengine.config import Config
 
-from mmlocat.utils.provenance import (file_sha256, read_checkpoint_meta,
-                                      text_sha256)
+from mmlocat.utils.records import (CLIP_RUN_KEY, CONVERTER_KEY, LASTCLIP_KEY,
+                                   SOURCE_KEY, TEXT_TOWER_KEY, clip_meta,
+                                   file_sha256, read_checkpoint_meta,
+                                   text_sha256)
 
 __all__ = [
     'export_image_tower', 'export_text_tower', 'text_is_trained',
-    'load_training_checkpoint', 'TEXT_TOWER_KEY', 'PROVENANCE_KEY'
+    'load_training_checkpoint'
 ]
 
 IMAGE_PREFIX = 'image_encoder.'
 TEXT_PREFIX = 'text_encoder.model.'
-#: ``meta`` key of the training run's CLIP records (CLIPProvenanceHook).
-PROVENANCE_KEY = 'clip_provenance'
-#: ``meta`` key that marks an exported text tower file.
-TEXT_TOWER_KEY = 'open_clip_text'
 
 
 def _training_config(meta: Dict, source: str) -> Config:
@@ -64,10 +62,10 @@ def _training_config(meta: Dict, source: str) -> Config:
 
 
 def _run_records(meta: Dict, source: str) -> Dict:
-    records = meta.get(PROVENANCE_KEY)
+    records = meta.get(CLIP_RUN_KEY)
     if not isinstance(records, dict) or 'text' not in records:
         raise ValueError(
-            f'{source} records no CLIP provenance (meta[{PROVENANCE_KEY!r}], '
+            f'{source} records no CLIP provenance (meta[{CLIP_RUN_KEY!r}], '
             'written by mmlocat.CLIPProvenanceHook while training): the text '
             'tower it was trained against is unknown. Train with the '
             "configs/last/clip_* recipes (their custom_hooks hold it)")
@@ -233,16 +231,17 @@ def export_image_tower(
     if found_act is not None:
         record['act'] = found_act
     out_meta = dict(
-        source=osp.basename(source),
-        converter='lastclip2mmlocat',
-        clip=record,
-        lastclip=dict(
-            image_encoder=encoder.get('type'),
-            pooling=encoder.get('pooling', 'lazy_strike'),
-            lock_text=not trained_text,
-            text_model=run_text.get('name'),
-            image_init=copy.deepcopy(records.get('image', {})),
-            sha256=checkpoint['sha256']))
+        clip_meta(record, tower), **{
+            SOURCE_KEY: osp.basename(source),
+            CONVERTER_KEY: 'lastclip2mmlocat'
+        })
+    out_meta[LASTCLIP_KEY] = dict(
+        image_encoder=encoder.get('type'),
+        pooling=encoder.get('pooling', 'lazy_strike'),
+        lock_text=not trained_text,
+        text_model=run_text.get('name'),
+        image_init=copy.deepcopy(records.get('image', {})),
+        sha256=checkpoint['sha256'])
     return tower, out_meta
 
 

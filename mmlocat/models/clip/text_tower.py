@@ -20,8 +20,8 @@ from mmlocat.utils.checkpoint_io import read_clip_state_dict
 from mmlocat.utils.converters.clip import check_openai_archive_act
 from mmlocat.utils.hosts import require_open_clip
 from mmlocat.utils.init_info import SummarisedInitInfo
-from mmlocat.utils.provenance import (clip_provenance, file_text_sha256,
-                                      text_sha256)
+from mmlocat.utils.records import (clip_provenance, file_text_sha256,
+                                   text_sha256)
 
 __all__ = ['OpenCLIPTextTower', 'build_open_clip_model', 'open_clip_text_act']
 
@@ -155,9 +155,9 @@ class OpenCLIPTextTower(SummarisedInitInfo, BaseModule):
     def provenance(self) -> Dict:
         """``{'name', 'weights', 'sha256', 'text_sha256', 'text_act'}`` of
         this tower: its open_clip model name, its weights file (see
-        :func:`mmlocat.utils.provenance.clip_provenance`), the fingerprint
+        :func:`mmlocat.utils.records.clip_provenance`), the fingerprint
         of the text tower that file holds
-        (:func:`mmlocat.utils.provenance.text_sha256`) and the activation;
+        (:func:`mmlocat.utils.records.text_sha256`) and the activation;
         the fields that are known."""
         record = clip_provenance(self.model_name, self.weights)
         if self.weights is not None and osp.isfile(self.weights):
@@ -169,7 +169,7 @@ class OpenCLIPTextTower(SummarisedInitInfo, BaseModule):
         return record
 
     def fingerprint(self) -> str:
-        """:func:`~mmlocat.utils.provenance.text_sha256` of the weights the
+        """:func:`~mmlocat.utils.records.text_sha256` of the weights the
         tower holds now."""
         return text_sha256(self.model.state_dict())
 

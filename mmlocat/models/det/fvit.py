@@ -22,7 +22,7 @@ from mmlocat.registry import MODELS
 from mmlocat.text import read_text_model
 from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.provenance import check_checkpoint_clip
+from mmlocat.utils.records import check_clip_pairing
 from ..backbones.vit_base import TokenLoopViT
 from ..layers.finite import finite_checks_on
 from .fvit_roi_head import FViTRoIHead
@@ -46,9 +46,10 @@ class FViT(SummarisedInitInfo, TwoStageDetector):
 
     Checked when the model is built: the text-embedding width against the
     backbone's output width and the CLIP RoI extractor's channels, and the
-    text model recorded in the embedding sidecar against the CLIP recorded
-    in the backbone checkpoint's ``meta['clip']`` (name and weights sha256,
-    where both are known).
+    pairing of the embedding sidecar's text model with the backbone
+    checkpoint's CLIP record (:func:`mmlocat.utils.records.
+    check_clip_pairing`: unproven or different is refused unless
+    ``check_clip=False``).
 
     Args:
         backbone: Backbone config: one of mmlocat's ViTs (e.g.
@@ -70,6 +71,10 @@ class FViT(SummarisedInitInfo, TwoStageDetector):
             last block run on the value path, without the final norm; needs
             ``forward_dense``) or ``'block'`` (the ordinary last block and
             final norm).
+        check_clip: Refuse text embeddings that the backbone checkpoint's
+            CLIP record does not prove to be its own (the one rule,
+            :func:`mmlocat.utils.records.check_clip_pairing`); ``False``
+            accepts them with a logged warning.
 
     ``test_cfg.autocast`` (``None``, the default: fp32; ``'float16'``;
     ``'bfloat16'``) tests as F-ViT does with its configs' ``fp16`` setting
@@ -91,6 +96,7 @@ class FViT(SummarisedInitInfo, TwoStageDetector):
                  train_class_names: Optional[Sequence[str]] = None,
                  vlm_fusion: bool = True,
                  last_tap: str = 'value_path',
+                 check_clip: bool = True,
                  init_cfg: OptMultiConfig = None) -> None:
         if last_tap not in LAST_TAPS:
             raise ValueError(
@@ -109,6 +115,7 @@ class FViT(SummarisedInitInfo, TwoStageDetector):
             data_preprocessor=data_preprocessor,
             init_cfg=init_cfg)
         self.vlm_fusion = vlm_fusion
+        self.check_clip = check_clip
         self.value_path_tap = (
             last_tap == 'value_path'
             and self._last_layer_tapped(self.backbone))
@@ -182,8 +189,13 @@ class FViT(SummarisedInitInfo, TwoStageDetector):
             init_cfg.get('checkpoint')
             if is_pretrained_cfg(init_cfg) else None)
         if checkpoint:
-            check_checkpoint_clip(
-                read_text_model(emb_file), emb_file, checkpoint)
+            check_clip_pairing(
+                read_text_model(emb_file),
+                emb_file,
+                checkpoint,
+                'FViT',
+                'check_clip=False',
+                allowed=not self.check_clip)
 
     @staticmethod
     def _frozen_backbone_cfg(backbone: ConfigType) -> dict:

@@ -36,7 +36,7 @@ from mmlocat.text import (BACKGROUND, check_class_name_lines,
                           read_text_model, sidecar_path)
 from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.provenance import check_checkpoint_clip
+from mmlocat.utils.records import check_clip_pairing
 from mmlocat.visualization.palette import class_palette
 from .text_classifier import ZeroShotTextClassifier
 
@@ -69,8 +69,9 @@ class ZeroShotSegmentor(SummarisedInitInfo, BaseSegmentor):
 
     Checked at build: the query names against ``class_name_file``, the
     sidecar's prompt recipe against ``templates`` / ``prompt_style``, and
-    its text model against the CLIP recorded in the tower checkpoint's
-    ``meta['clip']`` (F-ViT's check; ``check_clip=False`` opts out).
+    the pairing of its text model with the tower checkpoint's CLIP record
+    (the one rule, :func:`mmlocat.utils.records.check_clip_pairing`;
+    ``check_clip=False`` opts out, logged).
 
     Args:
         backbone: Config of a CLIP-like tower with a projection to the text
@@ -87,8 +88,12 @@ class ZeroShotSegmentor(SummarisedInitInfo, BaseSegmentor):
             None accepts any.
         prompt_style: Their prompt style (SCLIP's: ``'plain'``), None
             accepts any.
-        check_clip: Refuse embeddings whose recorded text model differs
-            from the tower checkpoint's recorded CLIP.
+        check_clip: Refuse embeddings that the tower checkpoint's CLIP
+            record does not prove to be its own
+            (:func:`mmlocat.utils.records.check_clip_pairing`: no record, a
+            name-only one, a copied one, a sidecar without its text model
+            or rows fingerprint, another CLIP). ``False`` accepts them,
+            with a logged warning.
         feature_tap: ``'last'`` (default, the paper's and SCLIP's patch
             features) or ``'value'`` (MaskCLIP's value path in the last
             block, ``backbone.forward_dense``).
@@ -188,8 +193,14 @@ class ZeroShotSegmentor(SummarisedInitInfo, BaseSegmentor):
             dict(templates=templates, prompt_style=prompt_style),
             'ZeroShotSegmentor')
         checkpoint = self._tower_checkpoint(backbone)
-        if check_clip and checkpoint:
-            check_checkpoint_clip(text_model, text_embeddings, checkpoint)
+        if checkpoint:
+            check_clip_pairing(
+                text_model,
+                text_embeddings,
+                checkpoint,
+                'ZeroShotSegmentor',
+                'check_clip=False',
+                allowed=not check_clip)
         dims = self.backbone.embed_global(
             torch.zeros(1, self.backbone.embed_dims))
         if dims.shape[-1] != table.embeddings.shape[1]:

@@ -32,19 +32,17 @@ never used by ``FViTBBoxHead.forward``), ``all_embeddings`` (the class text
 embeddings: mmlocat reads them from the embedding file), and the
 checkpoint's ``optimizer`` / ``meta`` entries.
 """
-import hashlib
 import re
 from collections import Counter, OrderedDict
 from typing import Dict, List, Mapping, NamedTuple, Optional
 
-import torch
 from torch import Tensor
 
 from .eva02_clip import convert_eva02_clip, rope_buffer_keys
 
 __all__ = [
     'convert_clipself_fvit', 'clipself_fvit_weights', 'FViTWeights',
-    'DROP_REASONS', 'CLASS_EMBEDDINGS_KEY', 'tensor_sha256'
+    'DROP_REASONS', 'CLASS_EMBEDDINGS_KEY'
 ]
 
 #: F-ViT's class text embeddings ``(D, C + 1)``, background last.
@@ -250,9 +248,3 @@ def clipself_fvit_weights(checkpoint: object,
     dropped = dict(weights.dropped)
     dropped.update(entries)
     return weights._replace(dropped=dropped, meta=meta)
-
-
-def tensor_sha256(tensor: Tensor) -> str:
-    """Hex sha256 of a tensor's float32 values (row-major)."""
-    data = tensor.detach().to(torch.float32).contiguous().numpy().tobytes()
-    return hashlib.sha256(data).hexdigest()

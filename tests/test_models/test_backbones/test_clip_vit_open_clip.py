@@ -20,7 +20,7 @@ from mmlocat.models import CLIPViT, EVA02CLIPViT
 from mmlocat.utils.converters import convert_clip, convert_eva02_clip
 from mmlocat.utils.converters.clip import (clip_tower_settings,
                                            open_clip_model_config)
-from mmlocat.utils.provenance import file_sha256, text_sha256
+from mmlocat.utils.records import file_sha256, text_sha256
 
 
 def _tool(repo_root, name):

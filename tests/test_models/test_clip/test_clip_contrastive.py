@@ -290,8 +290,7 @@ def _with_init(init):
 
 
 def test_towers_of_the_same_clip_are_recorded(tmp_path):
-    from mmlocat.utils.provenance import (clip_provenance, file_sha256,
-                                          text_sha256)
+    from mmlocat.utils.records import clip_provenance, file_sha256, text_sha256
     weights = _open_clip_file(tmp_path)
     init = _image_init(tmp_path,
                        dict(clip_provenance('tiny-clip', weights), act='gelu'))
@@ -318,7 +317,7 @@ def test_towers_of_the_same_clip_are_recorded(tmp_path):
 def test_another_clip_or_no_record_is_a_build_error(tmp_path):
     weights = _open_clip_file(tmp_path)
     other = _open_clip_file(tmp_path, 'other.pt', seed=1)
-    from mmlocat.utils.provenance import clip_provenance
+    from mmlocat.utils.records import clip_provenance
     init = _image_init(tmp_path, clip_provenance('tiny-clip', other))
     with pytest.raises(
             ValueError,
@@ -345,7 +344,7 @@ def test_another_clip_or_no_record_is_a_build_error(tmp_path):
         'module.' + k: v
         for k, v in torch.load(weights).items()
     }, resaved)
-    from mmlocat.utils.provenance import file_text_sha256
+    from mmlocat.utils.records import file_text_sha256
     same = _image_init(
         tmp_path,
         dict(

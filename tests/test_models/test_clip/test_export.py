@@ -8,7 +8,7 @@ from mmengine.config import Config
 
 from mmlocat.models.clip.export import (export_image_tower, export_text_tower,
                                         text_is_trained)
-from mmlocat.utils.provenance import file_sha256, text_sha256
+from mmlocat.utils.records import file_sha256, text_sha256, weights_sha256
 
 TRAINED = dict(
     type='mmlocat.CLIPContrastive',
@@ -51,6 +51,8 @@ TEXT = dict([('token_embedding.weight', torch.ones(5, 2)),
 def test_locked_text_tower_records_the_clip_trained_against():
     state, meta = export_image_tower(_checkpoint(), 'run/iter_100.pth')
     assert list(state) == ['backbone.proj']
+    # bound to the exported weights (issue 34)
+    assert meta['clip'].pop('image_sha256') == weights_sha256(state)
     assert meta['clip'] == dict(
         name='ViT-B-16-quickgelu',
         weights='ViT-B-16.pt',
@@ -111,7 +113,8 @@ def test_trained_text_tower_is_written_and_recorded(tmp_path):
     torch.save(dict(state_dict=text, meta=custom_meta), path)
     assert torch.load(path, weights_only=True)['meta'] == custom_meta
     torch.save(dict(state_dict=text, meta=text_meta), path)
-    _, meta = export_image_tower(ckpt, 'x.pth', text_file=path)
+    tower, meta = export_image_tower(ckpt, 'x.pth', text_file=path)
+    assert meta['clip'].pop('image_sha256') == weights_sha256(tower)
     assert meta['clip'] == dict(
         name='ViT-B-16-quickgelu',
         weights='text.pth',

@@ -254,14 +254,12 @@ def _clip_checkpoint(tmp_path, record):
     cfg = tiny_fvit_cfg('unused.npy', NAMES)['backbone']
     cfg.pop('type')
     backbone = CLIPViT(**cfg)
+    from mmlocat.utils.records import clip_meta
     path = str(tmp_path / 'clip_mmlocat.pth')
+    state = {'backbone.' + k: v for k, v in backbone.state_dict().items()}
+    # bound to the weights as the converters write it (issue 34)
     save_checkpoint(
-        {
-            'backbone.' + k: v
-            for k, v in backbone.state_dict().items()
-        },
-        path,
-        meta=dict(clip=dict(record, act='quick_gelu')))
+        state, path, meta=clip_meta(dict(record, act='quick_gelu'), state))
     return path
 
 
@@ -284,9 +282,17 @@ def test_text_model_must_match_the_backbone_checkpoint(tmp_path, key):
             match=rf'emb\.npy come from CLIP {key} .other. but the backbone '
             rf'checkpoint \S*clip_mmlocat\.pth from .{image[key]}.'):
         build_detector(cfg)
-    # The same CLIP (or a record without the field) builds and loads.
+    # A record without the proof (a name only) built before issue 34; it
+    # is refused now, naming the opt-out
     save_text_embeddings(
         emb, np.load(emb), rows, text_model=dict(name='ViT-B-16'))
+    with pytest.raises(
+            ValueError,
+            match="names the text model 'ViT-B-16' "
+            'only.*check_clip=False'):
+        build_detector(cfg)
+    # The same CLIP builds and loads.
+    save_text_embeddings(emb, np.load(emb), rows, text_model=image)
     model = build_detector(cfg)
     assert model.backbone.act == 'quick_gelu'
 

@@ -360,16 +360,19 @@ def test_prompt_recipe_and_clip_are_checked(tmp_path):
             "ZeroShotSegmentor names 'plain'"):
         _build(text_embeddings=path, templates='fvit')
     _build(text_embeddings=path, templates=None, prompt_style=None)
-    # the tower checkpoint records another CLIP
+    # the tower checkpoint records another CLIP (a record bound to its
+    # weights, as the converters write it since issue 34: clip_meta)
+    from mmlocat.utils.records import clip_meta
     ckpt = str(tmp_path / 'tower.pth')
     tower = _build(text_embeddings=path, templates=None, prompt_style=None)
+    state = {
+        'backbone.' + k: v
+        for k, v in tower.backbone.state_dict().items()
+    }
     save_checkpoint(
-        {
-            'backbone.' + k: v
-            for k, v in tower.backbone.state_dict().items()
-        },
+        state,
         ckpt,
-        meta=dict(clip=dict(name='ViT-L-14', sha256='2' * 64)))
+        meta=clip_meta(dict(name='ViT-L-14', sha256='2' * 64), state))
     backbone = _tower(
         init_cfg=dict(type='Pretrained', checkpoint=ckpt, prefix='backbone.'))
     with pytest.raises(
@@ -607,3 +610,123 @@ def test_backbone_must_be_a_clip_tower():
         patch_size=16)
     with pytest.raises(TypeError, match='LaStViT is not a CLIP tower'):
         _build(backbone=plain, text_embeddings='never_read.npy')
+
+
+def _proven_pair(tmp_path, record=None, meta=None, text_model=None):
+    """A tower checkpoint and an embedding file of one CLIP, as the
+    converter and the dump tool write them; ``record`` / ``meta`` /
+    ``text_model`` replace parts to break the proof."""
+    from mmlocat.utils.checkpoint_io import save_checkpoint
+    from mmlocat.utils.records import clip_meta
+    clip = dict(name='ViT-B-16', sha256='1' * 64, text_sha256='3' * 64)
+    text = dict(clip, templates='imagenet80', prompt_style='plain')
+    if text_model is not None:
+        text = text_model
+    path = _write_queries(
+        tmp_path / 'q.npy', [['a'], ['b']],
+        _orthonormal(2, OUT),
+        text_model=text)
+    tower = _build(text_embeddings=path, templates=None, prompt_style=None)
+    state = {
+        'backbone.' + k: v
+        for k, v in tower.backbone.state_dict().items()
+    }
+    if meta is None:
+        meta = clip_meta(clip if record is None else record, state)
+    ckpt = str(tmp_path / 'tower.pth')
+    save_checkpoint(state, ckpt, meta=meta)
+    backbone = _tower(
+        init_cfg=dict(type='Pretrained', checkpoint=ckpt, prefix='backbone.'))
+    return path, backbone, ckpt
+
+
+def test_a_proven_pairing_builds(tmp_path):
+    path, backbone, _ = _proven_pair(tmp_path)
+    _build(text_embeddings=path, backbone=backbone)
+
+
+@pytest.mark.parametrize('case, match', [
+    ('no record', r"records no CLIP \(meta\['clip'\]\)"),
+    ('name only', "names the CLIP 'ViT-B-16' only"),
+    ('no text_model', 'the sidecar records no text model'),
+    ('name-only sidecar', "names the text model 'ViT-B-16' only"),
+    ('copied record', 'a record copied from another checkpoint'),
+    ('old record', 'does not fingerprint the tower'),
+])
+def test_an_unproven_pairing_is_refused(tmp_path, case, match):
+    """Issue 34: each of these built and segmented with another CLIP's
+    embeddings (mIoU 0.00, exit 0)."""
+    from mmengine.logging import MMLogger
+
+    from mmlocat.utils.records import CLIP_KEY
+    clip = dict(name='ViT-B-16', sha256='1' * 64, text_sha256='3' * 64)
+    kwargs = {
+        'no record': dict(meta={}),
+        'name only': dict(record=dict(name='ViT-B-16')),
+        'no text_model': dict(text_model=None),
+        'name-only sidecar': dict(text_model=dict(name='ViT-B-16')),
+        'old record': dict(meta={CLIP_KEY: clip}),
+        'copied record':
+        dict(meta={CLIP_KEY: dict(clip, image_sha256='4' * 64)}),
+    }[case]
+    if case == 'no text_model':
+        # a plain name-list sidecar, as save_text_embeddings writes one
+        # without a record
+        path, backbone, _ = _proven_pair(tmp_path)
+        _write_queries(path, [['a'], ['b']], _orthonormal(2, OUT))
+    else:
+        path, backbone, _ = _proven_pair(tmp_path, **kwargs)
+    with pytest.raises(ValueError, match=match) as info:
+        _build(
+            text_embeddings=path,
+            backbone=backbone,
+            templates=None,
+            prompt_style=None)
+    assert 'check_clip=False' in str(info.value)
+    # the named opt-out builds, and says so in the log
+    logger = MMLogger.get_current_instance()
+    seen = []
+    handler = __import__('logging').Handler()
+    handler.emit = lambda r: seen.append(r.getMessage())
+    logger.addHandler(handler)
+    try:
+        _build(
+            text_embeddings=path,
+            backbone=backbone,
+            templates=None,
+            prompt_style=None,
+            check_clip=False)
+    finally:
+        logger.removeHandler(handler)
+    assert any('check_clip=False' in m and path in m for m in seen), seen
+
+
+def test_a_sidecar_of_other_rows_is_refused(tmp_path):
+    """Issue 34: a sidecar next to another ``.npy`` (the rows were never
+    fingerprinted) was read with the other rows."""
+    path, backbone, _ = _proven_pair(tmp_path)
+    np.save(path, np.asarray(_orthonormal(2, OUT, seed=5), np.float32))
+    with pytest.raises(ValueError, match='q.json belongs to other rows than'):
+        _build(text_embeddings=path, backbone=backbone)
+    # not an opt-out matter: the file pair itself is broken
+    with pytest.raises(ValueError, match='belongs to other rows'):
+        _build(text_embeddings=path, backbone=backbone, check_clip=False)
+
+
+@pytest.mark.parametrize('value', ['ViT-B-16', ['ViT-B-16'], 3])
+def test_a_clip_record_of_the_wrong_type_is_named(tmp_path, value):
+    """Issue 34: ``meta['clip']`` of the wrong type crashed with
+    AttributeError."""
+    path, backbone, ckpt = _proven_pair(tmp_path, meta=dict(clip=value))
+    with pytest.raises(ValueError, match=r"tower.pth: meta\['clip'\] is a "):
+        _build(text_embeddings=path, backbone=backbone)
+
+
+def test_an_npz_named_npy_is_named(tmp_path):
+    """Issue 34: an ``.npz`` archive named ``.npy`` crashed with
+    AttributeError."""
+    path, backbone, _ = _proven_pair(tmp_path)
+    with open(path, 'wb') as f:
+        np.savez(f, rows=np.zeros((2, OUT), np.float32))
+    with pytest.raises(ValueError, match='q.npy is an .npz archive'):
+        _build(text_embeddings=path, backbone=backbone)

@@ -1,0 +1,534 @@
+"""Records: what makes a result trustworthy, written and checked here.
+
+Which CLIP a tower and an embedding file come from, which rows an
+embedding file holds, which files (class embeddings, class lists) a
+checkpoint was trained with: every record, every fingerprint and every
+check is in this module, and the model builds (F-ViT, the zero-shot
+segmentor, LaSt-CLIP training, the zero-shot metric), the one hook
+(:class:`mmlocat.RecordHook`), the tools and the converters call the same
+functions.
+
+**Checkpoint meta** (one schema, :data:`META_SCHEMA`, versioned by
+:data:`VERSION_KEY`): ``clip`` (:data:`CLIP_KEY`, an image tower's CLIP:
+open_clip ``name``, ``weights`` / ``sha256`` of the file converted,
+``text_sha256`` / ``text_act`` of its text tower, ``act``, and
+``image_sha256``, the fingerprint of the tower's own weights as saved),
+``clip_provenance`` (:data:`CLIP_RUN_KEY`, a LaSt-CLIP run's two towers),
+``open_clip_text`` (:data:`TEXT_TOWER_KEY`, an exported text tower),
+``vocabulary`` (:data:`VOCABULARY_KEY`, the files a model read, see
+:mod:`mmlocat.datasets.vocabulary_record`), ``clipself_fvit``
+(:data:`CLIPSELF_KEY`, a converted CLIPSelf F-ViT's class rows),
+``lastclip`` (:data:`LASTCLIP_KEY`), ``source`` / ``converter`` (the file
+converted and the tool). :func:`read_checkpoint_meta` is the one reader
+(on :func:`~mmlocat.utils.checkpoint_io.read_checkpoint`, weights-only);
+a value of the wrong type is an error naming the file and the key.
+
+**Sidecar** (``X.json`` next to ``X.npy``, :mod:`mmlocat.text.embeddings`):
+its ``text_model`` record holds the text tower's record, the prompt recipe
+(``templates``, ``prompt_style``) and ``rows_sha256``
+(:func:`rows_sha256`), which binds it to its rows: a sidecar next to
+another ``.npy`` is refused when the file is read
+(:func:`check_sidecar_rows`).
+
+**Fingerprints**: :func:`file_sha256` (a file's bytes: weights files,
+class-name files), :func:`text_sha256` (a text tower's tensors, whatever
+the file), :func:`weights_sha256` (an image tower's tensors as saved),
+:func:`rows_sha256` (embedding rows as float32).
+
+**One rule** (:func:`check_clip_pairing`): a model pairing a CLIP tower
+checkpoint with text embeddings refuses what it cannot prove: a tower
+without ``meta['clip']``, a record with a name only, a record whose
+``image_sha256`` is not the checkpoint's weights (copied from another
+checkpoint), a sidecar without ``text_model`` or without ``rows_sha256``;
+and a proven mismatch (:func:`check_same_clip`). The option that opts out
+(``check_clip=False``; ``allow_mixed_clip=True`` for LaSt-CLIP) is logged
+with what was not proven.
+
+What makes text embeddings fit an image tower is the text tower: one CLIP
+is released as several files (OpenAI's TorchScript ``ViT-B-16.pt`` and
+open_clip's ``open_clip_pytorch_model.bin`` of it), whose file hashes
+differ while their text towers are the same tensors.
+:func:`check_same_clip` therefore compares ``text_sha256`` when both
+records have it (equal: the same CLIP, whatever the files; different:
+refused) and the text activation when both have it; records without a
+fingerprint fall back to comparing ``name`` and the file ``sha256``.
+"""
+import copy
+import hashlib
+import logging
+import os
+import os.path as osp
+from typing import Dict, Mapping, Optional, Tuple
+
+import numpy as np
+import torch
+from mmengine.logging import print_log
+from torch import Tensor
+
+from .checkpoint_io import (read_checkpoint, read_clip_state_dict,
+                            sniff_checkpoint, unwrap_state_dict)
+
+__all__ = [
+    'RECORDS_VERSION', 'VERSION_KEY', 'CLIP_KEY', 'CLIP_RUN_KEY',
+    'TEXT_TOWER_KEY', 'VOCABULARY_KEY', 'CLIPSELF_KEY', 'LASTCLIP_KEY',
+    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'check_meta', 'file_sha256',
+    'read_checkpoint_meta', 'checkpoint_weights_sha256', 'clip_meta',
+    'clip_provenance', 'check_same_clip', 'check_clip_pairing',
+    'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
+    'rows_sha256', 'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
+    'NOT_TEXT_KEYS', 'TEXT_ACTS'
+]
+
+#: The version of the records' schema this module writes; a checkpoint
+#: whose ``meta`` has no :data:`VERSION_KEY` was written before it (its
+#: ``clip`` record has no ``image_sha256``).
+RECORDS_VERSION = 2
+#: ``meta`` key of the schema version.
+VERSION_KEY = 'records_version'
+#: ``meta`` key of an image tower's CLIP record (converters, the export).
+CLIP_KEY = 'clip'
+#: ``meta`` key of a LaSt-CLIP run's two towers' records (the hook).
+CLIP_RUN_KEY = 'clip_provenance'
+#: ``meta`` key that marks an exported text tower file.
+TEXT_TOWER_KEY = 'open_clip_text'
+#: ``meta`` key of the files a model read (the hook, F-ViT's converter).
+VOCABULARY_KEY = 'vocabulary'
+#: ``meta`` key of a converted CLIPSelf F-ViT's class rows.
+CLIPSELF_KEY = 'clipself_fvit'
+#: ``meta`` key of an exported LaSt-CLIP tower's run.
+LASTCLIP_KEY = 'lastclip'
+#: ``meta`` keys of a converted file: the file read, the tool.
+SOURCE_KEY = 'source'
+CONVERTER_KEY = 'converter'
+#: Every record key of a checkpoint's ``meta`` and its type.
+META_SCHEMA: Dict[str, type] = {
+    VERSION_KEY: int,
+    CLIP_KEY: dict,
+    CLIP_RUN_KEY: dict,
+    TEXT_TOWER_KEY: dict,
+    VOCABULARY_KEY: dict,
+    CLIPSELF_KEY: dict,
+    LASTCLIP_KEY: dict,
+    SOURCE_KEY: str,
+    CONVERTER_KEY: str,
+}
+
+#: Entries of a CLIP file that are not weights of its text tower: the
+#: contrastive temperature (and bias), the ints OpenAI's TorchScript
+#: archives hold, and the causal mask (a buffer TorchScript keeps).
+NOT_TEXT_KEYS = ('logit_scale', 'logit_bias', 'input_resolution',
+                 'context_length', 'vocab_size', 'attn_mask')
+#: ``text_act`` values: the MLP activation of the text tower.
+TEXT_ACTS = ('quick_gelu', 'gelu')
+
+
+def file_sha256(path: str, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(chunk), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_meta(meta: object, path: str) -> Dict:
+    """A checkpoint's ``meta`` with every record key of its type.
+
+    Raises:
+        ValueError: ``meta`` is not a dict, or a key of
+            :data:`META_SCHEMA` holds another type; naming the file, the
+            key, both types and the fix.
+    """
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise ValueError(f'{path}: the checkpoint\'s meta is a '
+                         f'{type(meta).__name__}, not a dict: write it '
+                         'again with the tool that made it')
+    for key, kind in META_SCHEMA.items():
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, kind)
+                                  or isinstance(value, bool)):
+            raise ValueError(
+                f'{path}: meta[{key!r}] is a {type(value).__name__} '
+                f'({str(value)[:60]!r}), not a {kind.__name__}: the record '
+                'is not mmlocat\'s; convert the weights again '
+                '(tools/model_converters/*2mmlocat.py write it)')
+    return dict(meta)
+
+
+_CHECKPOINTS: Dict[Tuple, Tuple[Dict, Optional[str]]] = {}
+
+
+def _file_key(path: str) -> Tuple:
+    stat = os.stat(path)
+    return (osp.realpath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _checkpoint_records(path: str) -> Tuple[Dict, Optional[str]]:
+    """``(meta, weights_sha256 of its state dict)`` of a checkpoint file,
+    read once per file (path, size, modification time) in this process."""
+    if '://' in path:  # read (downloaded) when it is loaded, not here
+        return {}, None
+    key = _file_key(path) if osp.isfile(path) else None
+    if key is not None and sniff_checkpoint(path) == 'torchscript':
+        return {}, None  # OpenAI's CLIP archives: weights, no records
+    if key is None or key not in _CHECKPOINTS:
+        obj = read_checkpoint(path)
+        meta = check_meta(
+            obj.get('meta') if isinstance(obj, dict) else None, path)
+        try:
+            weights = weights_sha256(unwrap_state_dict(obj, path))
+        except ValueError:  # no state dict of tensors: nothing to hash
+            weights = None
+        if key is None:
+            return meta, weights
+        _CHECKPOINTS[key] = (meta, weights)
+    return _CHECKPOINTS[key]
+
+
+def read_checkpoint_meta(path: str) -> Dict:
+    """The ``meta`` dict of a checkpoint file (``{}`` for a file without
+    one: a bare state dict, a safetensors file, an OpenAI TorchScript
+    archive; and for an ``http(s)://``
+    URL, which is downloaded when it is loaded, not to read its records),
+    its record keys checked (:func:`check_meta`).
+
+    The one reader of checkpoint meta, on the one reader of checkpoint
+    files (:func:`~mmlocat.utils.checkpoint_io.read_checkpoint`: weights
+    only); read once per file and process.
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: Not a readable checkpoint, or a record of the wrong
+            type; naming the file.
+    """
+    # a copy: the caller may change it, the cache must not
+    return copy.deepcopy(_checkpoint_records(path)[0])
+
+
+def checkpoint_weights_sha256(path: str) -> Optional[str]:
+    """:func:`weights_sha256` of a checkpoint file's state dict (``None``
+    when it holds none)."""
+    return _checkpoint_records(path)[1]
+
+
+def clip_meta(record: Mapping, state_dict: Mapping[str, Tensor]) -> Dict:
+    """The ``meta`` entries of a converted CLIP tower: ``{'clip': record
+    + image_sha256, 'records_version'}``, where ``image_sha256`` is
+    :func:`weights_sha256` of ``state_dict`` with the keys as saved (the
+    converters and the LaSt-CLIP export write it)."""
+    record = dict(record)
+    fingerprint = weights_sha256(state_dict)
+    if fingerprint is not None:
+        record['image_sha256'] = fingerprint
+    return {CLIP_KEY: record, VERSION_KEY: RECORDS_VERSION}
+
+
+def clip_provenance(model_name: Optional[str], weights: Optional[str]) -> Dict:
+    """``{'name', 'weights', 'sha256'}`` of an open_clip model and the
+    weights file it was read from (fields that are unknown are left out)."""
+    record = {}
+    if model_name:
+        record['name'] = model_name
+    if weights and osp.isfile(weights):
+        record['weights'] = osp.basename(weights)
+        record['sha256'] = file_sha256(weights)
+    return record
+
+
+def text_tower_tensors(state_dict: Mapping[str, Tensor]) -> Dict[str, Tensor]:
+    """The text tower's tensors of a CLIP state dict, under open_clip's
+    names without the ``text.`` prefix.
+
+    Every layout of a text tower reads the same: OpenAI's and open_clip's
+    ``CLIP`` (top-level ``token_embedding``, ``positional_embedding``,
+    ``transformer.*``, ``ln_final``, ``text_projection``), open_clip's
+    ``CustomTextCLIP`` and the EVA repo's EVA-CLIP (the same names under
+    ``text.``), a text tower file of ``lastclip2mmlocat.py --text-out``.
+    Dropped: the image tower (``visual.*``), :data:`NOT_TEXT_KEYS` (also
+    under ``text.``) and a ``module.`` prefix.
+
+    Returns:
+        ``{}`` when ``state_dict`` holds no text tower (no
+        ``token_embedding.weight``: an image tower alone, or a HuggingFace
+        text tower).
+    """
+    out = {}
+    for key, value in state_dict.items():
+        if key.startswith('module.'):
+            key = key[len('module.'):]
+        if key.startswith('visual.'):
+            continue
+        if key.startswith('text.'):
+            key = key[len('text.'):]
+        if key.split('.')[-1] in NOT_TEXT_KEYS:
+            continue
+        out[key] = value
+    return out if 'token_embedding.weight' in out else {}
+
+
+def tensors_sha256(tensors: Mapping[str, Tensor]) -> str:
+    """Content fingerprint of named tensors.
+
+    The canonical form hashed (sha256), for each key in sorted order
+    (Python string order): the key in UTF-8, a NUL byte, the shape as
+    decimal sizes joined by ``,`` (empty for a scalar), a NUL byte, then
+    the values as float32 little-endian bytes in row-major order. Files of
+    the same weights give the same fingerprint whatever their format or
+    storage dtype (an fp16 value is exact in float32).
+    """
+    digest = hashlib.sha256()
+    for key in sorted(tensors):
+        value = tensors[key].detach().to('cpu', torch.float32).contiguous()
+        shape = ','.join(str(s) for s in value.shape)
+        digest.update(f'{key}\0{shape}\0'.encode('utf-8'))
+        digest.update(value.numpy().astype('<f4', copy=False).tobytes())
+    return digest.hexdigest()
+
+
+def text_sha256(state_dict: Mapping[str, Tensor]) -> Optional[str]:
+    """Content fingerprint of the text tower in a CLIP state dict:
+    :func:`tensors_sha256` of :func:`text_tower_tensors` (OpenAI's fp16
+    archive and its fp32 open_clip copy give the same).
+
+    Returns:
+        The hex digest, or ``None`` when ``state_dict`` holds no text tower.
+    """
+    tensors = text_tower_tensors(state_dict)
+    return tensors_sha256(tensors) if tensors else None
+
+
+def weights_sha256(state_dict: Mapping[str, Tensor]) -> Optional[str]:
+    """Content fingerprint of a converted tower's own weights, as saved
+    (:func:`tensors_sha256` of its floating-point tensors; ``None`` for an
+    empty state dict). A ``clip`` record holds it as ``image_sha256``, so
+    a record copied into another checkpoint does not match its weights."""
+    tensors = {
+        k: v
+        for k, v in state_dict.items()
+        if isinstance(v, Tensor) and v.is_floating_point()
+    }
+    return tensors_sha256(tensors) if tensors else None
+
+
+def rows_sha256(rows) -> str:
+    """Hex sha256 of embedding rows (an array or a tensor) as float32,
+    row-major, native byte order: the fingerprint of an embedding file's
+    ``.npy`` in its sidecar and of a converted F-ViT's class rows."""
+    if isinstance(rows, Tensor):
+        rows = rows.detach().to('cpu', torch.float32).numpy()
+    data = np.ascontiguousarray(np.asarray(rows, dtype=np.float32))
+    return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def check_sidecar_rows(text_model: Mapping, rows: np.ndarray, path: str,
+                       side: str) -> None:
+    """Raise unless a sidecar's ``rows_sha256`` is its ``.npy``'s rows'.
+
+    A sidecar without the fingerprint (written before it existed) is not
+    checked here; :func:`check_clip_pairing` refuses it where a CLIP is
+    paired with the rows.
+
+    Raises:
+        ValueError: Naming both files and both fingerprints: the sidecar
+            was written for other rows (copied next to another ``.npy``).
+    """
+    recorded = text_model.get('rows_sha256')
+    if recorded is None:
+        return
+    found = rows_sha256(rows)
+    if found != recorded:
+        raise ValueError(
+            f'{side} belongs to other rows than {path}: it records '
+            f'rows_sha256 {recorded}, the .npy holds {found} (a sidecar '
+            'copied next to another embedding file?); write them together '
+            '(tools/misc/dump_text_embeddings.py)')
+
+
+def text_provenance(state_dict: Mapping[str, Tensor],
+                    act: Optional[str] = None) -> Dict:
+    """``{'text_sha256', 'text_act'}`` of the text tower in a CLIP state
+    dict (``{}`` without one; ``text_act`` left out when ``act`` is
+    unknown)."""
+    fingerprint = text_sha256(state_dict)
+    if fingerprint is None:
+        return {}
+    record = dict(text_sha256=fingerprint)
+    if act is not None:
+        record['text_act'] = act
+    return record
+
+
+_FILE_TEXT_SHA256: Dict[Tuple, Optional[str]] = {}
+
+
+def file_text_sha256(path: str) -> Optional[str]:
+    """:func:`text_sha256` of a CLIP weights file (any format
+    :func:`~mmlocat.utils.checkpoint_io.read_clip_state_dict` reads),
+    remembered per file (path, size, modification time) in this process.
+    """
+    key = _file_key(path)
+    if key not in _FILE_TEXT_SHA256:
+        _FILE_TEXT_SHA256[key] = text_sha256(read_clip_state_dict(path)[0])
+    return _FILE_TEXT_SHA256[key]
+
+
+EMBEDDINGS_HINT = ('dump the embeddings with the text tower of the same CLIP '
+                   '(tools/misc/dump_text_embeddings.py --model / '
+                   '--pretrained)')
+
+
+def _text_tower_of(record: Dict) -> str:
+    """``text tower <fingerprint> (<weights> sha256 <hash>)`` of a record,
+    for messages."""
+    weights = record.get('weights') or 'an unnamed file'
+    sha = record.get('sha256')
+    source = f'{weights} sha256 {sha}' if sha else weights
+    return f'text tower {record.get("text_sha256")} ({source})'
+
+
+def check_same_clip(text_model: Dict,
+                    text_file: str,
+                    image_model: Dict,
+                    image_file: str,
+                    text_kind: str = 'text embeddings',
+                    image_kind: str = 'the backbone checkpoint',
+                    hint: str = EMBEDDINGS_HINT) -> None:
+    """Raise if two provenance records name different CLIPs.
+
+    When both records have ``text_sha256`` (the text tower's content
+    fingerprint, :func:`text_sha256`) it decides: equal is the same CLIP
+    even if the files differ (two releases of one model, a re-saved file),
+    different is refused. Otherwise ``name`` and ``sha256`` (of the weights
+    file) are compared, each when both records have it. ``text_act`` (the
+    text tower's MLP activation) is compared when both have it: the same
+    weights run with QuickGELU and exact GELU give other embeddings.
+
+    Args:
+        text_model, image_model: The two records.
+        text_file, image_file: Where they were read (for the message).
+        text_kind, image_kind: What the two files are (for the message).
+        hint: How to fix it (the end of the message).
+
+    Raises:
+        ValueError: Naming both files and the differing values (both
+            fingerprints and the weights files they come from).
+    """
+    found, expected = (text_model.get('text_sha256'),
+                       image_model.get('text_sha256'))
+    if found and expected:
+        if found != expected:
+            raise ValueError(
+                f'{text_kind} {text_file} come from the CLIP '
+                f'{_text_tower_of(text_model)} but {image_kind} {image_file} '
+                f'from the CLIP {_text_tower_of(image_model)}: the text '
+                f'towers differ; {hint}')
+    else:
+        for key in ('name', 'sha256'):
+            found, expected = text_model.get(key), image_model.get(key)
+            if (found is not None and expected is not None
+                    and found != expected):
+                raise ValueError(
+                    f'{text_kind} {text_file} come from CLIP {key} '
+                    f'{found!r} but {image_kind} {image_file} from '
+                    f'{expected!r}; {hint}')
+    found, expected = text_model.get('text_act'), image_model.get('text_act')
+    if found is not None and expected is not None and found != expected:
+        raise ValueError(
+            f'{text_kind} {text_file} were encoded with text activation '
+            f'{found!r} (open_clip model {text_model.get("name")!r}) but '
+            f'{image_kind} {image_file} records {expected!r} (open_clip '
+            f'model {image_model.get("name")!r}) for the same CLIP: the '
+            'embeddings come from a text tower with the wrong activation; '
+            f'{hint}')
+
+
+def _unproven(text_model: Mapping, image_model: Mapping,
+              checkpoint: str) -> list:
+    """What cannot be proven about pairing these two records."""
+    problems = []
+    if not text_model:
+        problems.append('the sidecar records no text model (a plain name '
+                        'list, or written by another tool)')
+    elif not (text_model.get('text_sha256') or text_model.get('sha256')):
+        problems.append(
+            f'the sidecar names the text model {text_model.get("name")!r} '
+            'only (no weights sha256 or text-tower fingerprint)')
+    if text_model and not text_model.get('rows_sha256'):
+        problems.append('the sidecar does not fingerprint its rows '
+                        '(rows_sha256: written before mmlocat recorded it)')
+    if not image_model:
+        problems.append(f"{checkpoint} records no CLIP (meta['clip'])")
+        return problems
+    if not (image_model.get('text_sha256') or image_model.get('sha256')):
+        problems.append(
+            f"{checkpoint} names the CLIP {image_model.get('name')!r} only "
+            "in meta['clip'] (no weights sha256 or text-tower fingerprint)")
+    recorded = image_model.get('image_sha256')
+    if not recorded:
+        problems.append(
+            f"{checkpoint}'s meta['clip'] does not fingerprint the tower's "
+            'own weights (image_sha256: converted before mmlocat recorded '
+            'it)')
+    else:
+        found = checkpoint_weights_sha256(checkpoint)
+        if found != recorded:
+            problems.append(
+                f"{checkpoint}'s meta['clip'] records image_sha256 "
+                f'{recorded} but its weights have {found} (a record copied '
+                'from another checkpoint?)')
+    return problems
+
+
+def check_clip_pairing(text_model: Mapping,
+                       text_file: str,
+                       checkpoint: str,
+                       consumer: str,
+                       opt_out: str,
+                       allowed: bool = False,
+                       logger='current') -> None:
+    """The one rule: a model pairing a CLIP tower checkpoint with text
+    embeddings refuses a pairing it cannot prove, and a proven mismatch.
+
+    Not proven: the tower checkpoint records no CLIP, or a name only, or
+    a record whose ``image_sha256`` is not its weights (copied), or none
+    (:data:`RECORDS_VERSION` 1); the sidecar records no text model, a name
+    only, or no ``rows_sha256``. Proven and different:
+    :func:`check_same_clip`.
+
+    Args:
+        text_model: The sidecar's ``text_model`` record.
+        text_file: The embedding file (for messages).
+        checkpoint: The tower checkpoint (its ``meta['clip']`` is read).
+        consumer: Who pairs them (for messages), e.g. ``'FViT'``.
+        opt_out: The option that accepts the pairing unchecked, e.g.
+            ``'check_clip=False'``.
+        allowed: The config set ``opt_out``: nothing is refused, and what
+            is not proven is logged as a warning.
+        logger: Where the opt-out's warning goes.
+
+    Raises:
+        ValueError: Naming both files, what is not proven (or differs) and
+            the fixes, ``opt_out`` among them.
+    """
+    if allowed:
+        print_log(
+            f'{consumer}: {opt_out}: {text_file} is used with the tower '
+            f'{checkpoint} without checking that they come from one CLIP',
+            logger=logger,
+            level=logging.WARNING)
+        return
+    if '://' not in checkpoint and not osp.exists(checkpoint):
+        return  # loading the weights names the missing file
+    image_model = read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}
+    problems = _unproven(text_model, image_model, checkpoint)
+    if problems:
+        raise ValueError(
+            f'{consumer} cannot prove that {text_file} and the tower '
+            f'{checkpoint} come from one CLIP: ' + '; '.join(problems) +
+            '. Convert the tower with tools/model_converters/'
+            '*clip2mmlocat.py (they record it), dump the embeddings with '
+            'tools/misc/dump_text_embeddings.py --pretrained (it records '
+            f'the text tower and the rows), or set {opt_out} (logged)')
+    check_same_clip(text_model, text_file, image_model, checkpoint)
