@@ -3,6 +3,7 @@
 # RecordHook, makes checkpoint writes atomic, epoch loops
 # resumable mid-epoch, a resume take its checkpoint's seed, and checks data
 # files as they load (options: `checked_dataset = dict(on_error=...)`).
-# The hosts' own tools/train.py and tools/test.py build it too. A config of
-# your own gets it all with this one line (plus mmlocat in custom_imports).
+# The hosts' own tools/train.py build it too (mmseg 1.2.2's test.py builds a
+# plain Runner, which reads these checkpoints all the same). A config of your
+# own gets it all with this one line (plus mmlocat in custom_imports).
 runner_type = 'mmlocat.MMLocatRunner'
