@@ -84,13 +84,13 @@ def losses_of(cmd: list, env: dict, cwd: str, path: str) -> dict:
 
 def check_host_launcher(config: str, package: str, tmp_path, repo_root: str,
                         env: dict, every: int, stop: int, total: int,
-                        last: str) -> str:
+                        last: str, metric: str) -> None:
     """The runs every host gets: killed (SIGKILL) after iteration ``stop``,
     its last periodic checkpoint after ``every``; the host's ``--resume``
     (no seed anywhere); then, with the seed the killed run drew, mmlocat's
     ``tools/train.py`` and the host's uninterrupted. Losses (float.hex)
-    and final checkpoint tensors must agree. Returns the resumed run's
-    final checkpoint."""
+    and final checkpoint tensors must agree; the host's own ``test.py``
+    reads the resumed run's final checkpoint and reports ``metric``."""
     train = host_tool(package, 'train.py')
     killed, killed_losses = str(tmp_path / 'killed'), str(tmp_path / 'k.txt')
     with paused_run(
@@ -124,7 +124,13 @@ def check_host_launcher(config: str, package: str, tmp_path, repo_root: str,
     assert resumed == {i: ours[i] for i in range(every + 1, total + 1)}
     assert_same_tensors(
         osp.join(killed, last), osp.join(tmp_path, 'ours', last))
-    return osp.join(killed, last)
+    log = run([
+        sys.executable,
+        host_tool(package, 'test.py'), config,
+        osp.join(killed, last), '--work-dir',
+        str(tmp_path / 'test')
+    ], probe_env(env), repo_root)
+    assert metric in log
 
 
 @pytest.mark.timeout(900)
@@ -147,9 +153,9 @@ def test_classification_under_mmpretrain_train_py(tmp_path, repo_root,
                 '"Resize", scale=(32, 32)), dict(type="PackInputs")]))\n'
                 "test_evaluator = dict(type='Accuracy', topk=(1, ))\n"
                 'test_cfg = dict()\n' % data)
-    final = check_host_launcher(config, 'mmpretrain', tmp_path, repo_root,
-                                subprocess_env, EVERY, STOP, ITERS,
-                                f'iter_{ITERS}.pth')
+    check_host_launcher(config, 'mmpretrain', tmp_path, repo_root,
+                        subprocess_env, EVERY, STOP, ITERS,
+                        f'iter_{ITERS}.pth', 'accuracy/top1')
 
     # SIGTERM: the runtime's PreemptionHook saves iteration 4 first
     stopped, stopped_losses = str(tmp_path / 'term'), str(tmp_path / 't.txt')
@@ -162,14 +168,6 @@ def test_classification_under_mmpretrain_train_py(tmp_path, repo_root,
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert read_checkpoint(osp.join(
         stopped, f'iter_{STOP}.pth'))['meta']['iter'] == STOP
-
-    # mmpretrain's own test.py reads what the runs wrote
-    log = run([
-        sys.executable,
-        host_tool('mmpretrain', 'test.py'), config, final, '--work-dir',
-        str(tmp_path / 'test')
-    ], probe_env(subprocess_env), repo_root)
-    assert 'accuracy/top1' in log
 
 
 @pytest.mark.timeout(600)
@@ -185,14 +183,8 @@ def test_segmentation_under_mmseg_train_py(tmp_path, repo_root,
     with open(config, 'a') as f:
         f.write(PROBE_IMPORTS +
                 'default_hooks = dict(checkpoint=dict(interval=2))\n')
-    final = check_host_launcher(config, 'mmseg', tmp_path, repo_root,
-                                subprocess_env, 2, 3, 4, 'iter_4.pth')
-    log = run([
-        sys.executable,
-        host_tool('mmseg', 'test.py'), config, final, '--work-dir',
-        str(tmp_path / 'test')
-    ], probe_env(subprocess_env), repo_root)
-    assert 'mIoU' in log
+    check_host_launcher(config, 'mmseg', tmp_path, repo_root, subprocess_env,
+                        2, 3, 4, 'iter_4.pth', 'mIoU')
 
 
 @pytest.mark.timeout(600)
@@ -210,11 +202,5 @@ def test_detection_under_mmdet_train_py(tmp_path, repo_root, subprocess_env):
     with open(config, 'a') as f:  # one iteration an epoch
         f.write(PROBE_IMPORTS + 'train_cfg = dict(max_epochs=3)\n'
                 'default_hooks = dict(checkpoint=dict(interval=1))\n')
-    final = check_host_launcher(config, 'mmdet', tmp_path, repo_root,
-                                subprocess_env, 1, 2, 3, 'epoch_3.pth')
-    log = run([
-        sys.executable,
-        host_tool('mmdet', 'test.py'), config, final, '--work-dir',
-        str(tmp_path / 'test')
-    ], probe_env(subprocess_env), repo_root)
-    assert 'coco/bbox_mAP' in log
+    check_host_launcher(config, 'mmdet', tmp_path, repo_root, subprocess_env,
+                        1, 2, 3, 'epoch_3.pth', 'coco/bbox_mAP')
