@@ -37,6 +37,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 from tqdm import tqdm
 
+from mmlocat.utils.checkpoint_io import write_atomic
 from mmlocat.utils.records import check_sidecar_rows, rows_sha256
 from mmlocat.utils.safe_load import load_array
 from .class_names import BACKGROUND, read_class_names, read_json
@@ -212,7 +213,6 @@ def save_text_embeddings(path: str,
         _check_query_map(list(query_class), len(names), len(classes), path)
     side = sidecar_path(path)
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    np.save(path, embeddings)
     content = list(names)
     if query_class is not None:
         content = dict(
@@ -225,9 +225,15 @@ def save_text_embeddings(path: str,
         # binds the sidecar to these rows (mmlocat.utils.records)
         content['text_model'] = dict(
             text_model, rows_sha256=rows_sha256(embeddings))
-    with open(side, 'w', encoding='utf-8') as f:
-        json.dump(content, f, indent=0)
+    # each file complete or unchanged (a killed write leaves a temporary
+    # that the next write of the file removes): write_atomic
+    write_atomic(side, lambda f: f.write(_json_bytes(content)))
+    write_atomic(path, lambda f: np.save(f, embeddings))
     return path
+
+
+def _json_bytes(content) -> bytes:
+    return json.dumps(content, indent=0).encode('utf-8')
 
 
 def write_text_embeddings(
@@ -245,8 +251,8 @@ def write_text_embeddings(
     run-time vocabulary cache).
 
     Args:
-        path: Output ``.npy`` file; written under a private name, then
-            moved, so a reader never sees half a file.
+        path: Output ``.npy`` file; it and its sidecar are written
+            atomically (a reader never sees half a file).
         classes: The class names in label order.
         encode: Prompts -> ``(N, D)`` features (e.g.
             :class:`~mmlocat.text.encoder.TextEncoder`).
@@ -289,12 +295,8 @@ def write_text_embeddings(
             prompt_style=prompt_style)
     text_model = dict(
         text_model, templates=templates, prompt_style=prompt_style)
-    tmp = f'{path[:-len(".npy")]}.{os.getpid()}.tmp.npy'
     save_text_embeddings(
-        tmp, embeddings, rows, text_model=text_model, **row_map)
-    # concurrent writers of one file write the same bytes
-    os.replace(sidecar_path(tmp), sidecar_path(path))
-    os.replace(tmp, path)
+        path, embeddings, rows, text_model=text_model, **row_map)
     return embeddings, rows
 
 
@@ -587,6 +589,5 @@ def save_base_classes(npy_path: str, base: Sequence[str]) -> str:
     """Write the base classes next to an embedding file: ``X.npy`` ->
     ``X.base.json`` (a name list, read as ``base_class_names``)."""
     path = base_classes_path(npy_path)
-    with open(path, 'w', encoding='utf-8') as f:
-        json.dump(list(base), f, indent=0)
+    write_atomic(path, lambda f: f.write(_json_bytes(list(base))))
     return path

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mmlocat import text as te
+from mmlocat.utils.records import rows_sha256
 
 PROMPT_TEMPLATES = te.PROMPT_TEMPLATES
 CLIP_TEMPLATES = te.CLIP_TEMPLATES
@@ -97,9 +98,12 @@ def test_sidecar_records_the_text_model(tmp_path):
         str(tmp_path / 't.npy'),
         np.eye(3, 4, dtype=np.float32), ['a', 'b', 'background'],
         text_model=record)
+    # the record, bound to these rows by their fingerprint (issue 34)
+    rows = rows_sha256(np.eye(3, 4, dtype=np.float32))
     assert json.load(open(sidecar_path(path))) == dict(
-        classes=['a', 'b', 'background'], text_model=record)
-    assert te.read_text_model(path) == record
+        classes=['a', 'b', 'background'],
+        text_model=dict(record, rows_sha256=rows))
+    assert te.read_text_model(path) == dict(record, rows_sha256=rows)
     emb, bg, names = load_text_embeddings(path, ['a', 'b'])
     assert names == ['a', 'b'] and bg is not None
     assert te.read_class_names(sidecar_path(path)) == ['a', 'b', 'background']
@@ -161,7 +165,7 @@ def test_query_embeddings_round_trip(tmp_path):
         classes=classes,
         queries=queries,
         query_class=query_class,
-        text_model=dict(templates='imagenet80'))
+        text_model=dict(templates='imagenet80', rows_sha256=rows_sha256(emb)))
     table = te.load_query_embeddings(path, classes)
     assert table.classes == classes and table.queries == queries
     assert table.query_class == query_class and table.has_query_map
