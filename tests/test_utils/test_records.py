@@ -1,5 +1,5 @@
 """The text-tower fingerprint and the same-CLIP rule
-(mmlocat/utils/provenance.py)."""
+(mmlocat/utils/records.py)."""
 import hashlib
 import struct
 from collections import OrderedDict
