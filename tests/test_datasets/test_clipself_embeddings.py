@@ -118,6 +118,7 @@ def _tool(repo_root):
     return module
 
 
+@pytest.mark.e2e
 def test_converter_writes_what_the_fvit_head_reads(tmp_path, repo_root,
                                                    subprocess_env):
     src = str(tmp_path / 'coco_with_background_evaclip_vitb_16.pt')

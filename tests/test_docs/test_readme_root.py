@@ -8,6 +8,7 @@ import json
 import os.path as osp
 import shlex
 
+import pytest
 from checkpoint_makers import (MAKERS, checkpoint_refs, load_config,
                                loaded_from, prepare_model)
 from PIL import Image
@@ -15,6 +16,8 @@ from readme_blocks import find_block
 from readme_runner import ReadmeRunner
 
 from mmlocat.utils.pretrained import load_model_weights
+
+pytestmark = pytest.mark.e2e
 
 README = 'README.md'
 # A shipped config that loads each converted file: through its backbone's

@@ -23,6 +23,8 @@ from tiny_cls import (paused_run, probe_env, read_losses, resume, run_train,
 from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EVERY, PAUSE = 8, 3, 4
 
 

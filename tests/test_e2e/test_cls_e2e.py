@@ -16,6 +16,8 @@ import pytest
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 DERIVED = """
 _base_ = {base!r}
 model = dict(

@@ -26,6 +26,8 @@ from helpers.sources import TINY_WIDTH, timm_vit_state_dict
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 SHIPPED = 'configs/locat/upernet_locat-b_ade20k.py'
 CHECKPOINT = 'checkpoints/locat-b_in1k.pth'  # the shipped init_cfg's
 ITERS = 2

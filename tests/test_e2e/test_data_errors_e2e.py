@@ -25,6 +25,8 @@ from helpers.shrink import write_tiny_config
 
 from mmlocat.testing.seg_writers import ade20k_file
 
+pytestmark = pytest.mark.e2e
+
 CONFIG = 'configs/locat/upernet_vit-t_ade20k.py'
 ITERS = 2
 

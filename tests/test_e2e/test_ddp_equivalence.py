@@ -24,6 +24,8 @@ from tiny_cls import probe_env, read_losses, run_train, write_tiny_cls_config
 from mmlocat.testing import generate
 from mmlocat.utils import mmengine_checkpoint_globals
 
+pytestmark = pytest.mark.e2e
+
 ITERS = 6
 
 

@@ -37,6 +37,8 @@ from mmlocat.testing.caption_writer import (CAPTION_BACKGROUNDS,
                                             caption_class_names)
 from mmlocat.text import build_class_embeddings, save_text_embeddings
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EVERY = 90, 45
 
 

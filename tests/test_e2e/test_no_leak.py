@@ -15,6 +15,8 @@ from tiny_cls import probe_env, run_train
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EARLY = 500, 100
 CROP = (32, 32)
 # the demo's training pipeline at a quarter of its scale

@@ -22,6 +22,8 @@ from mmlocat.testing import generate
 from mmlocat.text import names_from_annotations
 from mmlocat.utils.provenance import file_sha256, read_checkpoint_meta
 
+pytestmark = pytest.mark.e2e
+
 
 def _run(args, env, cwd, expect_ok=True):
     proc = subprocess.run(

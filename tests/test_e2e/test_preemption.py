@@ -32,6 +32,8 @@ from tiny_cls import (paused_pid, paused_run, probe_env, read_losses, resume,
 from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
+pytestmark = pytest.mark.e2e
+
 # scontrol stand-in: records its arguments and what the work dir holds when
 # it is called (the checkpoint must be there: it is written atomically)
 STUB_SCONTROL = """#!/usr/bin/env bash

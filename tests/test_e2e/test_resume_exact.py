@@ -19,6 +19,8 @@ from tiny_cls import (paused_run, probe_env, read_losses, run_train,
 
 from mmlocat.utils import mmengine_checkpoint_globals
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EVERY, KILL_AFTER = 8, 3, 5
 
 

@@ -28,6 +28,8 @@ from helpers.shrink import write_tiny_config
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 IMG_HW = (64, 96)  # generated images (H, W); crops are 64 x 64
 ITERS = 2
 # family -> (shipped config, generated dataset kind)

@@ -17,6 +17,8 @@ from helpers.shrink import write_tiny_config
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 
 def _run(args, repo_root, env):
     proc = subprocess.run(

@@ -22,6 +22,8 @@ from tiny_cls import (paused_run, probe_env, resume, tiny_imagenet,
 
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope='module')
 def config(tmp_path_factory, repo_root) -> str:

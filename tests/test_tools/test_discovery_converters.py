@@ -101,6 +101,7 @@ def test_lost_list_is_recognised():
     assert check_coco20k_list(names[1:]) is not None
 
 
+@pytest.mark.e2e
 def test_tool_reports_list_and_images_without_boxes(tmp_path, repo_root,
                                                     subprocess_env):
     ann = _coco(tmp_path / 'train.json', ['a.jpg', 'b.jpg', 'c.jpg'])
@@ -124,6 +125,7 @@ def test_tool_reports_list_and_images_without_boxes(tmp_path, repo_root,
 
 
 @pytest.mark.parametrize('tool', ['coco20k', 'coco_object'])
+@pytest.mark.e2e
 def test_tools_report_bad_input_in_one_line(tmp_path, repo_root,
                                             subprocess_env, tool):
     missing = str(tmp_path / 'missing.json')
