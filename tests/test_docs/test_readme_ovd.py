@@ -57,6 +57,7 @@ def _text_model(root, npy):
         return json.load(f)['text_model']
 
 
+@pytest.mark.slow
 def test_laion_chain(new_root):
     """open_clip's exact-GELU ViT-B-16 state dict, end to end."""
     root = new_root()
@@ -96,6 +97,7 @@ def test_clipself_detectors(new_root):
     _tested_in_fp16(root, fp16)
 
 
+@pytest.mark.slow
 def test_eva02_chain(new_root):
     """The EVA repo's image tower with open_clip's text tower of the same
     model (two files of one CLIP), tested in fp16."""

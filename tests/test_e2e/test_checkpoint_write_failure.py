@@ -68,6 +68,7 @@ CAUSES = dict(
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('fault', list(CAUSES))
+@pytest.mark.slow
 def test_failed_write_stops_and_keeps_the_previous_checkpoint(
         fault, imagenet_root, tmp_path, repo_root, subprocess_env):
     prefix = _unprivileged() if fault == 'not_writable' else []

@@ -59,6 +59,7 @@ def data_root(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize('gaug', [False, True], ids=['vit', 'locat'])
+@pytest.mark.slow
 def test_train_and_test_from_a_converted_timm_checkpoint(
         gaug, tmp_path, data_root, repo_root, subprocess_env):
     from mmengine.config import Config

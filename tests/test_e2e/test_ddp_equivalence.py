@@ -30,6 +30,7 @@ ITERS = 6
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_two_gloo_processes_equal_one_at_twice_the_batch(
         tmp_path, repo_root, subprocess_env):
     root = generate(

@@ -35,6 +35,7 @@ PIPELINE = [
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_rss_flat_over_500_iterations(tmp_path, repo_root, subprocess_env):
     root = generate(
         'ade20k',

@@ -31,6 +31,7 @@ def imagenet_root(tmp_path_factory) -> str:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('num_workers', [0, 2])
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
                                                tmp_path, repo_root,
                                                subprocess_env):

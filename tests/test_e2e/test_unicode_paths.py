@@ -33,6 +33,7 @@ def _run(args, repo_root, env):
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_tools_with_non_ascii_and_space_paths(tmp_path, repo_root,
                                               subprocess_env):
     base = tmp_path / 'dössier ü'
