@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 LINT_PATHS := mmlocat tools tests configs setup.py
 PYTEST_ARGS ?=
 
-.PHONY: setup lint test demo clean-venv
+.PHONY: setup lint test test-fast demo clean-venv
 
 setup:
 	bash tools/setup_env.sh $(VENV)
@@ -15,12 +15,24 @@ lint: setup
 	$(PY) -m yapf --diff --recursive $(LINT_PATHS)
 
 # pytest exits 5 when it collects no test: reported, and a failure here
-# (a green run must have run the suite).
-test: setup lint
+# (a green run must have run the suite). `test` runs every tier (CI runs
+# it) and lists the 15 slowest tests; `test-fast` leaves out the tests
+# marked e2e, env or slow (setup.cfg) and no lint: the tier to run while
+# working (CONTRIBUTING.md).
+FAST_TIER := not e2e and not env and not slow
+
+define run_pytest
 	@OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} PATH="$(abspath $(VENV))/bin:$$PATH" \
-		$(PY) -m pytest tests -q $(PYTEST_ARGS); rc=$$?; \
-		if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests"; fi; \
+		$(PY) -m pytest tests -q $(1) $(PYTEST_ARGS); rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "make $@: pytest collected no tests"; fi; \
 		exit $$rc
+endef
+
+test: setup lint
+	$(call run_pytest,--durations=15)
+
+test-fast: setup
+	$(call run_pytest,-m "$(FAST_TIER)")
 
 demo: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) tools/demo.py

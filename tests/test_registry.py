@@ -42,6 +42,7 @@ def _run(code: str, *args, env=None) -> str:
 
 
 @pytest.mark.parametrize('scope', ['mmpretrain', 'mmseg', 'mmdet'])
+@pytest.mark.slow
 def test_user_config_builds_mmlocat_backbone(scope, tmp_path, subprocess_env):
     config = tmp_path / f'{scope}_user_config.py'
     config.write_text(USER_CONFIG.format(scope=scope, backbone=TINY_LOCAT))

@@ -117,6 +117,7 @@ def test_classifier_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
     'configs/locat/upernet_locat-b_ade20k.py',
     'configs/last/upernet_last-b_ade20k.py'
 ])
+@pytest.mark.slow
 def test_upernet_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
     cfg = write_tiny_config(
         osp.join(repo_root, base), str(tmp_path / 'seg.py'), str(tmp_path))
@@ -175,6 +176,7 @@ def _tiny_upernet(repo_root, tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_upernet_sizes_it_cannot_export_are_refused_in_one_line(
         tmp_path, repo_root, monkeypatch, capsys):
     """500x333, 512 and 16 gave torch's raw error (at 500x333 with the

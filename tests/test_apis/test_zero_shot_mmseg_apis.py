@@ -95,6 +95,7 @@ def files(tmp_path_factory):
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize('name', CONFIGS)
+@pytest.mark.slow
 def test_init_model_inference_model_and_inferencer(name, files):
     from mmseg.apis import MMSegInferencer, inference_model, init_model
     cfg = Config.fromfile(osp.join(REPO, 'configs', 'last', name))

@@ -27,6 +27,7 @@ def made(tmp_path_factory):
     return Made(str(tmp_path_factory.mktemp('made')))
 
 
+@pytest.mark.slow
 def test_every_named_checkpoint_has_a_maker():
     """The table is complete: a new config's checkpoint needs a maker."""
     missing, covered, files = {}, [], set()
@@ -45,6 +46,7 @@ def test_every_named_checkpoint_has_a_maker():
 
 
 @pytest.mark.parametrize('config', CONFIGS)
+@pytest.mark.slow
 def test_config_loads_the_checkpoint_its_readme_makes(config, made,
                                                       monkeypatch):
     cfg = load_config(config)
@@ -63,6 +65,7 @@ def test_config_loads_the_checkpoint_its_readme_makes(config, made,
 
 
 @pytest.mark.parametrize('readme, config, checkpoint', TEST_COMMANDS)
+@pytest.mark.slow
 def test_readme_test_command_accepts_its_checkpoint(readme, config, checkpoint,
                                                     made, monkeypatch):
     """``python tools/test.py CONFIG checkpoints/X`` as a README writes it:

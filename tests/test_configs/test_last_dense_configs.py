@@ -76,6 +76,7 @@ def test_every_combination_exists_and_nothing_else():
 
 
 @pytest.mark.parametrize('tower, dataset', ZERO_SHOT)
+@pytest.mark.slow
 def test_zero_shot_config(tower, dataset):
     """SCLIP's protocol, value by value (clip_segmentor.py, cfg_*.py)."""
     cfg = _load(f'zeroshot_{tower}_{dataset}.py')

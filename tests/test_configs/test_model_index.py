@@ -146,6 +146,7 @@ def test_vit_t_counts_match_mmpretrain_deit_tiny():
     assert abs(ours['FLOPs'] / reference['FLOPs'] - 1) < 0.01
 
 
+@pytest.mark.e2e
 def test_stated_counts_are_a_fresh_count(subprocess_env):
     tool = osp.join(REPO, 'tools', 'analysis_tools', 'get_flops.py')
     proc = subprocess.run([

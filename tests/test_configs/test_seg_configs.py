@@ -82,6 +82,7 @@ def tiny_model(cfg: Config) -> dict:
 
 
 @pytest.mark.parametrize('name', ALL)
+@pytest.mark.slow
 def test_config_loads_and_model_builds(name):
     from mmseg.registry import MODELS
     cfg = load(name)

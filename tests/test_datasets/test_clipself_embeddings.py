@@ -4,11 +4,13 @@ The files are ``torch.save``'d dicts ``{class name: (D,) tensor}`` with a
 ``'background'`` entry (F-ViT/datasets/embeddings/*.pt); F-ViT's head takes
 the rows of its class json, in order, then the background.
 """
+import hashlib
 import importlib.util
 import json
 import os.path as osp
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -21,7 +23,18 @@ from mmlocat.text import (load_text_embeddings, read_clipself_embeddings,
                           read_text_model)
 
 TOOL = 'tools/misc/clipself_embeddings2npy.py'
-MIRROR = '/work/.mirror/wusize+CLIPSelf/repo'
+# sha256 of CLIPSelf's own files (github.com/wusize/CLIPSelf, commit
+# 1c7fe9c, F-ViT/datasets/; S-Lab License 1.0, non-commercial, so not
+# copied here): the class jsons and the pickle (keys, storage layout; no
+# float values) of embeddings/coco_with_background_evaclip_vitb_16.pt
+CLIPSELF = {
+    'mscoco_65_classes.json':
+    '979e392a5eac1874ae4056ae34c0f5b421ab77d3b4cc139a85a92a5813f71492',
+    'mscoco_seen_classes.json':
+    'f287f8d36eb1adbdbc080f6690c32e5bd7c764df676316ae1975a30c06398853',
+    'data.pkl':
+    'fe759c8afa5ccaf0fff058654f016d69ca2b61b060a19dd8c76bdf58c84907fa',
+}
 D = 16
 
 
@@ -105,6 +118,7 @@ def _tool(repo_root):
     return module
 
 
+@pytest.mark.e2e
 def test_converter_writes_what_the_fvit_head_reads(tmp_path, repo_root,
                                                    subprocess_env):
     src = str(tmp_path / 'coco_with_background_evaclip_vitb_16.pt')
@@ -181,30 +195,49 @@ def test_converter_checks_names_against_the_dataset(tmp_path, repo_root,
     assert not osp.exists(out)
 
 
-@pytest.mark.skipif(
-    not osp.isdir(MIRROR), reason="needs the CLIPSelf mirror's files")
-def test_clipselfs_real_coco_file(tmp_path):
-    """The real 172 kB COCO file of CLIPSelf with its class jsons: the 65
-    OV-COCO classes (mmdet 3's spelling and order) plus background, unit
-    rows of EVA02-CLIP B/16's 512-d space; its seen list is our base."""
-    files = {}
-    for name in ('embeddings/coco_with_background_evaclip_vitb_16.pt',
-                 'mscoco_65_classes.json', 'mscoco_seen_classes.json'):
-        path = tmp_path / osp.basename(name)
-        path.write_bytes(
-            subprocess.run(
-                ['git', '-C', MIRROR, 'show', f'HEAD:F-ViT/datasets/{name}'],
-                capture_output=True,
-                check=True).stdout)
-        files[osp.basename(name)] = str(path)
-    with open(files['mscoco_65_classes.json']) as f:
+def clipself_layout_file(path, names, dims=512, seed=0):
+    """A file laid out as CLIPSelf's own: each row a column view of one
+    ``(dims, N)`` float32 storage, background last."""
+    gen = torch.Generator().manual_seed(seed)
+    names = list(names) + ['background']
+    matrix = torch.nn.functional.normalize(
+        torch.randn(len(names), dims, generator=gen), dim=1).T.contiguous()
+    table = {n: matrix[:, i] for i, n in enumerate(names)}
+    torch.save(table, str(path))
+    return table
+
+
+def test_clipselfs_coco_file_layout(tmp_path):
+    """CLIPSelf's COCO file with its class jsons: the 65 OV-COCO classes
+    (mmdet 3's spelling and order) plus background, unit rows of EVA02-CLIP
+    B/16's 512-d space; its seen list is our base. The files written here
+    are CLIPSelf's byte for byte but the float values (see CLIPSELF)."""
+    classes_json = tmp_path / 'mscoco_65_classes.json'
+    classes_json.write_text(json.dumps(list(OV_COCO_CLASSES), indent=4))
+    seen_json = tmp_path / 'mscoco_seen_classes.json'
+    seen_json.write_text(json.dumps(list(OV_COCO_BASE_CLASSES), indent=4))
+    src = tmp_path / 'coco_with_background_evaclip_vitb_16.pt'
+    table = clipself_layout_file(src, coco80())
+    with zipfile.ZipFile(src) as archive:
+        pickled, = [
+            archive.read(n) for n in archive.namelist()
+            if n.endswith('/data.pkl')
+        ]
+    digests = {
+        classes_json.name: hashlib.sha256(classes_json.read_bytes()),
+        seen_json.name: hashlib.sha256(seen_json.read_bytes()),
+        'data.pkl': hashlib.sha256(pickled),
+    }
+    assert {k: v.hexdigest() for k, v in digests.items()} == CLIPSELF
+    with open(classes_json) as f:
         classes = json.load(f)
-    with open(files['mscoco_seen_classes.json']) as f:
+    with open(seen_json) as f:
         seen = json.load(f)
     assert classes == list(OV_COCO_CLASSES)
     assert seen == list(OV_COCO_BASE_CLASSES)
     rows, names = read_clipself_embeddings(
-        files['coco_with_background_evaclip_vitb_16.pt'], classes,
-        'mscoco_65_classes.json')
+        str(src), classes, 'mscoco_65_classes.json')
     assert rows.shape == (66, 512) and names[-1] == 'background'
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1, atol=1e-5)
+    for row, name in zip(rows, names):
+        np.testing.assert_array_equal(row, table[name].numpy())

@@ -1,8 +1,11 @@
 """docs/*.md's commands, from their own text."""
 import os.path as osp
 
+import pytest
 from readme_blocks import find_block
 from readme_runner import ReadmeRunner
+
+pytestmark = pytest.mark.e2e
 
 
 def test_onnx_export(new_root):

@@ -14,12 +14,15 @@ import os
 import os.path as osp
 import shutil
 
+import pytest
 import torch
 from checkpoint_makers import (load_config, loaded_from, prepare_model,
                                save_training_checkpoint)
 from mmengine.config import Config
 from readme_blocks import find_block
 from readme_runner import ReadmeRunner, take
+
+pytestmark = pytest.mark.e2e
 
 README = 'configs/last/README.md'
 ZEROSHOT = 'configs/last/zeroshot_'

@@ -8,10 +8,13 @@ makes its optimizer.
 """
 import os.path as osp
 
+import pytest
 from checkpoint_makers import loaded_from, prepare_model
 from mmengine.config import Config
 from readme_blocks import find_block
 from readme_runner import ReadmeRunner, take
+
+pytestmark = pytest.mark.e2e
 
 README = 'configs/locat/README.md'
 

@@ -8,10 +8,13 @@ and test, also in fp16 as F-ViT tests.
 """
 import json
 
+import pytest
 from checkpoint_makers import loaded_from, prepare_model
 from mmengine.config import Config
 from readme_blocks import find_block
 from readme_runner import ReadmeRunner, take
+
+pytestmark = pytest.mark.e2e
 
 README = 'configs/ovd/README.md'
 CLIPSELF_DETECTOR = ('checkpoints/'
@@ -54,6 +57,7 @@ def _text_model(root, npy):
         return json.load(f)['text_model']
 
 
+@pytest.mark.slow
 def test_laion_chain(new_root):
     """open_clip's exact-GELU ViT-B-16 state dict, end to end."""
     root = new_root()
@@ -93,6 +97,7 @@ def test_clipself_detectors(new_root):
     _tested_in_fp16(root, fp16)
 
 
+@pytest.mark.slow
 def test_eva02_chain(new_root):
     """The EVA repo's image tower with open_clip's text tower of the same
     model (two files of one CLIP), tested in fp16."""

@@ -12,6 +12,7 @@ import os
 import os.path as osp
 import shlex
 
+import pytest
 from checkpoint_makers import (MAKERS, checkpoint_refs, load_config,
                                loaded_from, prepare_model)
 from PIL import Image
@@ -19,6 +20,8 @@ from readme_blocks import find_block
 from readme_runner import ReadmeRunner
 
 from mmlocat.utils.pretrained import load_model_weights
+
+pytestmark = pytest.mark.e2e
 
 README = 'README.md'
 TOOLS = 'docs/tools.md'

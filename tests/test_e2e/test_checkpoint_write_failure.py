@@ -23,6 +23,8 @@ from tiny_cls import (paused_run, probe_env, read_losses, resume, run_train,
 from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EVERY, PAUSE = 8, 3, 4
 
 
@@ -66,6 +68,7 @@ CAUSES = dict(
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('fault', list(CAUSES))
+@pytest.mark.slow
 def test_failed_write_stops_and_keeps_the_previous_checkpoint(
         fault, imagenet_root, tmp_path, repo_root, subprocess_env):
     prefix = _unprivileged() if fault == 'not_writable' else []

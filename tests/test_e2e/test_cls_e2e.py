@@ -16,6 +16,8 @@ import pytest
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 DERIVED = """
 _base_ = {base!r}
 model = dict(
@@ -83,6 +85,7 @@ def _run(args, env, cwd) -> str:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('family', sorted(CONFIGS))
+@pytest.mark.slow
 def test_train_then_test_top1(family, imagenet_root, tmp_path, repo_root,
                               subprocess_env):
     base, backbone = CONFIGS[family]

@@ -17,6 +17,8 @@ import torch
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 CONFIG = """
 _base_ = [{base!r}]
 model = dict(

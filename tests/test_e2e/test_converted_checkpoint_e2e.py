@@ -26,6 +26,8 @@ from helpers.sources import TINY_WIDTH, timm_vit_state_dict
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 SHIPPED = 'configs/locat/upernet_locat-b_ade20k.py'
 CHECKPOINT = 'checkpoints/locat-b_in1k.pth'  # the shipped init_cfg's
 ITERS = 2
@@ -57,6 +59,7 @@ def data_root(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize('gaug', [False, True], ids=['vit', 'locat'])
+@pytest.mark.slow
 def test_train_and_test_from_a_converted_timm_checkpoint(
         gaug, tmp_path, data_root, repo_root, subprocess_env):
     from mmengine.config import Config

@@ -25,6 +25,8 @@ from helpers.shrink import write_tiny_config
 
 from mmlocat.testing.seg_writers import ade20k_file
 
+pytestmark = pytest.mark.e2e
+
 CONFIG = 'configs/locat/upernet_vit-t_ade20k.py'
 ITERS = 2
 
@@ -56,6 +58,7 @@ def lines_naming(text, path):
     return [line for line in text.splitlines() if path in line]
 
 
+@pytest.mark.slow
 def test_zero_byte_image_is_named_in_one_line(data, tmp_path, repo_root,
                                               subprocess_env):
     bad = plant('empty', ade20k_file(data, 'img', 3))
@@ -81,6 +84,7 @@ def test_half_size_label_is_refused_in_training(data, tmp_path, repo_root,
             f'its image {ade20k_file(data, "img", 2)} is 64x96') in named[0]
 
 
+@pytest.mark.slow
 def test_skip_and_resize_train_then_test_names_a_val_image(
         data, tmp_path, repo_root, subprocess_env):
     bad = plant('empty', ade20k_file(data, 'img', 3))

@@ -24,10 +24,13 @@ from tiny_cls import probe_env, read_losses, run_train, write_tiny_cls_config
 from mmlocat.testing import generate
 from mmlocat.utils import mmengine_checkpoint_globals
 
+pytestmark = pytest.mark.e2e
+
 ITERS = 6
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_two_gloo_processes_equal_one_at_twice_the_batch(
         tmp_path, repo_root, subprocess_env):
     root = generate(

@@ -37,6 +37,8 @@ from mmlocat.testing.caption_writer import (CAPTION_BACKGROUNDS,
                                             caption_class_names)
 from mmlocat.text import build_class_embeddings, save_text_embeddings
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EVERY = 90, 45
 
 
@@ -158,6 +160,7 @@ def _scales(out):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_pretrained_scale_starts_the_run_and_is_clamped(trained, trained_cls):
     """The checkpoint's scale (100, OpenAI's) is logged at iteration 0 and
     used by the first step; the clamp keeps every later one at or below
@@ -196,6 +199,7 @@ def test_train_learns_and_evaluates_retrieval(trained):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_resume_continues_bit_identically(trained, repo_root, subprocess_env):
     work = str(trained['tmp'] / 'resumed')
     os.makedirs(work)
@@ -245,6 +249,7 @@ def _class_embeddings(config, checkpoint, path, names=None, templates=None):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_zero_shot_top1_through_tools_test(trained, repo_root, subprocess_env):
     ckpt = trained['checkpoint']
     emb = _class_embeddings(trained['config'], ckpt,
@@ -383,6 +388,7 @@ def _assert_bit_equal(loaded, trained_tower):
         torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_converted_records_name_the_text_tower(trained, converted, clip):
     from mmlocat.utils.records import (file_sha256, file_text_sha256,
                                        read_checkpoint_meta)
@@ -457,6 +463,7 @@ def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
                                                converted, tmp_path, repo_root,
                                                load_tool, subprocess_env,
@@ -522,6 +529,7 @@ def _free_port():
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_two_gloo_processes_equal_one_at_twice_the_batch(
         captions, clip, tmp_path, repo_root, subprocess_env):
     """2 processes x 4 images with gathered features == 1 process x 8:

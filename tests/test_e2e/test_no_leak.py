@@ -15,6 +15,8 @@ from tiny_cls import probe_env, run_train
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EARLY = 500, 100
 CROP = (32, 32)
 # the demo's training pipeline at a quarter of its scale
@@ -33,6 +35,7 @@ PIPELINE = [
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_rss_flat_over_500_iterations(tmp_path, repo_root, subprocess_env):
     root = generate(
         'ade20k',

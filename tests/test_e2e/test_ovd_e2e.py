@@ -22,6 +22,8 @@ from mmlocat.testing import generate
 from mmlocat.text import names_from_annotations
 from mmlocat.utils.records import file_sha256, read_checkpoint_meta
 
+pytestmark = pytest.mark.e2e
+
 
 def _run(args, env, cwd, expect_ok=True):
     proc = subprocess.run(
@@ -58,6 +60,7 @@ def coco(tmp_path_factory):
     return paths, names
 
 
+@pytest.mark.slow
 def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
                                                 subprocess_env):
     paths, names = coco
@@ -192,6 +195,7 @@ def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
         assert -1 <= float(found[-1]) <= 1
 
 
+@pytest.mark.slow
 def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
                                                 subprocess_env):
     """A CLIPSelf F-ViT release (mmdet 2.x layout, random weights at the

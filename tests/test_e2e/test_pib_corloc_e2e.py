@@ -15,6 +15,8 @@ import cv2
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 TINY_ARCH = ('dict(_delete_=True, embed_dims=32, num_layers=1, num_heads=2, '
              'feedforward_channels=64)')
 

@@ -32,6 +32,8 @@ from tiny_cls import (paused_pid, paused_run, probe_env, read_losses, resume,
 from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
+pytestmark = pytest.mark.e2e
+
 # scontrol stand-in: records its arguments and what the work dir holds when
 # it is called (the checkpoint must be there: it is written atomically)
 STUB_SCONTROL = """#!/usr/bin/env bash
@@ -103,6 +105,7 @@ def _check_same(resumed: dict, reference: dict, first: int, last: int) -> None:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('case', list(CASES))
+@pytest.mark.slow
 def test_signal_saves_then_resume_is_bit_identical(case, imagenet_root,
                                                    tmp_path, repo_root,
                                                    subprocess_env):
@@ -163,6 +166,7 @@ def test_signal_saves_then_resume_is_bit_identical(case, imagenet_root,
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_ddp_signal_to_one_rank_stops_every_rank_at_one_iteration(
         imagenet_root, tmp_path, repo_root, subprocess_env):
     """2 gloo processes; only rank 1 gets SIGTERM. Both ranks must agree

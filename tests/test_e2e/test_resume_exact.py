@@ -19,6 +19,8 @@ from tiny_cls import (paused_run, probe_env, read_losses, run_train,
 
 from mmlocat.utils import mmengine_checkpoint_globals
 
+pytestmark = pytest.mark.e2e
+
 ITERS, EVERY, KILL_AFTER = 8, 3, 5
 
 
@@ -29,6 +31,7 @@ def imagenet_root(tmp_path_factory) -> str:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('num_workers', [0, 2])
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
                                                tmp_path, repo_root,
                                                subprocess_env):

@@ -28,6 +28,8 @@ from helpers.shrink import write_tiny_config
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 IMG_HW = (64, 96)  # generated images (H, W); crops are 64 x 64
 ITERS = 2
 # family -> (shipped config, generated dataset kind)
@@ -232,6 +234,7 @@ def load_state_dict(path: str) -> dict:
 
 
 @pytest.mark.parametrize('family', list(FAMILIES))
+@pytest.mark.slow
 def test_family_trains_and_validates(family, trained):
     run = trained[family]
     log = check(run)
@@ -265,6 +268,7 @@ def test_probe_backbone_stays_frozen(family, trained):
     assert any(not torch.equal(first[k], second[k]) for k in head)
 
 
+@pytest.mark.slow
 def test_resume_continues(followups):
     log = check(followups['resume'])
     assert 'Auto resumed from the latest checkpoint' in log

@@ -28,6 +28,8 @@ from tiny_cls import write_tiny_cls_config
 from mmlocat.testing import generate
 from mmlocat.utils import checkpoint_io
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope='module')
 def setup(tmp_path_factory, repo_root):

@@ -17,6 +17,8 @@ from helpers.shrink import write_tiny_config
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 
 def _run(args, repo_root, env):
     proc = subprocess.run(
@@ -31,6 +33,7 @@ def _run(args, repo_root, env):
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_tools_with_non_ascii_and_space_paths(tmp_path, repo_root,
                                               subprocess_env):
     base = tmp_path / 'dössier ü'

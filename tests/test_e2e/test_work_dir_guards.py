@@ -25,6 +25,8 @@ from tiny_cls import (paused_run, probe_env, resume, tiny_imagenet,
 
 from mmlocat.utils.work_dir_lock import LOCK_NAME
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope='module')
 def config(tmp_path_factory, repo_root) -> str:
@@ -49,6 +51,7 @@ def _last_line(text: str) -> str:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_second_run_into_a_live_run_is_refused(config, tmp_path, repo_root,
                                                subprocess_env):
     work = str(tmp_path / 'work')
@@ -74,6 +77,7 @@ def test_second_run_into_a_live_run_is_refused(config, tmp_path, repo_root,
     assert not osp.exists(osp.join(work, LOCK_NAME))
 
 
+@pytest.mark.slow
 def test_resume_path_that_does_not_exist_fails_first(config, tmp_path,
                                                      repo_root,
                                                      subprocess_env):

@@ -21,6 +21,8 @@ import torch
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.e2e
+
 TINY_CLIP = dict(
     embed_dim=24,
     quick_gelu=True,

@@ -11,6 +11,8 @@ from helpers.faults import plant
 from mmlocat.testing import generate
 from mmlocat.testing.seg_writers import ade20k_file
 
+pytestmark = pytest.mark.e2e
+
 TOOL = 'tools/misc/check_dataset.py'
 ADE_CONFIG = 'configs/locat/upernet_locat-t_ade20k.py'
 CORLOC_VOC07 = 'configs/last/corloc_dino-s_voc07.py'

@@ -3,6 +3,10 @@ import os.path as osp
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SCRIPT = osp.join(REPO, 'tools', 'misc', 'check_stack.py')
 

@@ -220,6 +220,7 @@ def test_open_clip_files_need_their_activation_named(tmp_path, run):
         _paired(read_text_model(emb), emb, wrong)
 
 
+@pytest.mark.e2e
 def test_dump_reads_an_openai_archive_in_a_fresh_process(
         tmp_path, repo_root, subprocess_env):
     """The command of configs/ovd/README.md "Text embeddings" on OpenAI's

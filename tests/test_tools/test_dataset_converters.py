@@ -32,6 +32,7 @@ def test_make_tiny_datasets(repo_root, tmp_path, monkeypatch, capsys):
     assert osp.isfile(osp.join(root, 'imagenet', 'meta', 'train.txt'))
 
 
+@pytest.mark.e2e
 def test_readme_command_on_a_fresh_root(repo_root, tmp_path, subprocess_env):
     """README.md "Tools": every kind into one new root, in a fresh process
     (COCO-Object shared COCO's folder and stopped the run); a second run

@@ -28,6 +28,8 @@ import pytest
 
 from mmlocat.testing import generate
 
+pytestmark = pytest.mark.env
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 STACK = ('torch', 'torchvision', 'mmcv', 'mmengine', 'mmsegmentation', 'mmdet',
          'mmpretrain', 'numpy', 'tqdm')

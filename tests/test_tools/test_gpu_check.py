@@ -5,6 +5,10 @@ import os.path as osp
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 # What the GPU machine lacks, made unimportable before the script runs.
 RUN = """
 import runpy, sys

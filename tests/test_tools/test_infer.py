@@ -118,6 +118,7 @@ def _assert_cli_error(tool, message, capsys):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.e2e
 def test_classification_png_json_equal_test_py(cls_model, tmp_path, repo_root,
                                                subprocess_env, monkeypatch,
                                                capsys):
@@ -198,6 +199,7 @@ def seg_model(repo_root, tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.e2e
 def test_segmentation_png_json_equal_test_py(seg_model, tmp_path, repo_root,
                                              subprocess_env, monkeypatch,
                                              capsys):
@@ -253,6 +255,7 @@ def coco_fvit(repo_root, tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.e2e
 def test_detection_png_json_equal_test_py(coco_fvit, tmp_path, repo_root,
                                           subprocess_env, monkeypatch, capsys):
     cfg, ckpt = coco_fvit['cfg'], coco_fvit['ckpt']
@@ -486,6 +489,7 @@ def zero_shot(repo_root, tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.e2e
 def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path, repo_root,
                                           subprocess_env, monkeypatch, capsys):
     from mmlocat.datasets import COCOObjectDataset
@@ -870,6 +874,7 @@ def test_is_out_of_memory_on_real_allocation_failures():
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(
     not sys.platform.startswith('linux'), reason='RLIMIT_AS, /proc')
+@pytest.mark.e2e
 def test_out_of_memory_is_named_counted_and_skipped(seg_model, tmp_path,
                                                     repo_root, subprocess_env):
     """A real allocation failure: the tool runs with 1 GiB of address space

@@ -4,6 +4,8 @@ import subprocess
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 CASES = {
     'dist_train.sh': (['cfg.py'], 'CONFIG GPUS'),
     'dist_test.sh': (['cfg.py', 'ckpt.pth'], 'CONFIG CHECKPOINT GPUS'),

@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 DEMO = 'configs/demo/upernet_locat-t_tiny-ade20k.py'
 
 

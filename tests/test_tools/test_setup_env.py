@@ -20,6 +20,8 @@ from typing import List, NamedTuple, Optional
 
 import pytest
 
+pytestmark = pytest.mark.env
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SCRIPT = osp.join(REPO, 'tools', 'setup_env.sh')
 TORCH = '2.14.1'

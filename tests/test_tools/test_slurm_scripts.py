@@ -48,6 +48,7 @@ def _check_common(args: list) -> None:
     assert args.index('--qos=high') < args.index('python')
 
 
+@pytest.mark.e2e
 def test_slurm_train(repo_root, stub_env):
     script = osp.join(repo_root, 'tools', 'slurm_train.sh')
     subprocess.run([
@@ -67,6 +68,7 @@ def test_slurm_train(repo_root, stub_env):
     ], shlex.join(command)
 
 
+@pytest.mark.e2e
 def test_slurm_test(repo_root, stub_env):
     script = osp.join(repo_root, 'tools', 'slurm_test.sh')
     subprocess.run([
@@ -96,6 +98,7 @@ wait
 """
 
 
+@pytest.mark.e2e
 def test_slurm_train_forwards_usr1_to_its_tasks(repo_root, stub_env, tmp_path):
     """sbatch --signal=B:USR1@T signals only the batch script; it must
     reach srun (which forwards it to every task), and the script must end

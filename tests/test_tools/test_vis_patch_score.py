@@ -38,6 +38,7 @@ def test_collect_images(tool, tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.e2e
 def test_cli_writes_pngs(tmp_path, repo_root, subprocess_env):
     import torch
     from mmengine.config import Config

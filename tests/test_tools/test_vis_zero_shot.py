@@ -13,6 +13,8 @@ from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
 from mmlocat.text import (query_map, save_text_embeddings,
                           zero_shot_class_name_lines)
 
+pytestmark = pytest.mark.e2e
+
 CONFIG = """
 _base_ = [{base!r}]
 model = dict(

@@ -146,6 +146,7 @@ def test_every_converter_refuses_every_bad_file(converter, kind, tmp_path,
     assert not osp.exists(dst)
 
 
+@pytest.mark.e2e
 def test_clip_torchscript_with_nan_is_refused(tmp_path, repo_root,
                                               subprocess_env):
     """A real process on a traced open_clip tower with a NaN weight: exit 2,

@@ -351,6 +351,7 @@ def run_tool(args, env, cwd):
                           text=True)
 
 
+@pytest.mark.e2e
 def test_converter_tool(coco, subprocess_env, repo_root):
     tmp, src = coco['tmp'], coco['src']
     dst = str(tmp / 'converted.pth')

@@ -91,6 +91,7 @@ def test_unknown_layouts_raise(dino):
         convert_dino({'conv_proj.weight': torch.zeros(1)})
 
 
+@pytest.mark.e2e
 def test_cli_with_prefix(dino, tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'dino_deitsmall8.pth')
     dst = osp.join(tmp_path, 'dino_mmlocat.pth')
@@ -220,6 +221,7 @@ def _run_tool(repo_root, env, *args):
 
 
 @pytest.mark.parametrize('key', ['teacher', 'student'])
+@pytest.mark.e2e
 def test_cli_converts_dino_training_checkpoints(dino_training_checkpoint,
                                                 tmp_path, repo_root,
                                                 subprocess_env, key):
@@ -269,6 +271,7 @@ def test_dino_backbone_weights_layouts(dino_training_checkpoint):
         dino_backbone_weights(checkpoint, 'ema')
 
 
+@pytest.mark.e2e
 def test_cli_refuses_what_it_cannot_read(dino_training_checkpoint, tmp_path,
                                          repo_root, subprocess_env):
     src, _, _ = dino_training_checkpoint

@@ -88,6 +88,7 @@ def test_unknown_key_and_format_raise(tv_state_dict):
         convert_torchvision_vit(timm_like)
 
 
+@pytest.mark.e2e
 def test_cli_reports_bad_input(tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'bad.pth')
     dst = osp.join(tmp_path, 'out.pth')

@@ -123,6 +123,7 @@ def test_timm_keys_are_renamed():
     assert out['backbone.reg_token'].shape == (1, 1, 32)
 
 
+@pytest.mark.e2e
 def test_bad_checkpoints_raise(tmp_path, repo_root, subprocess_env):
     with pytest.raises(ValueError, match='unknown checkpoint format'):
         convert_vit_to_locat({'conv1.weight': torch.zeros(1)})

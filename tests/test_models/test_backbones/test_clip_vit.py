@@ -145,6 +145,7 @@ def test_parity_with_openai_layout(reference, pooling):
     torch.testing.assert_close(ours, ref, atol=1e-4, rtol=0)
 
 
+@pytest.mark.e2e
 def test_cli_converts_full_clip_checkpoint(reference, tmp_path, repo_root,
                                            subprocess_env):
     src = osp.join(tmp_path, 'clip.pt')
@@ -248,6 +249,7 @@ def test_build_from_host_registries(scope):
     assert isinstance(model, CLIPViT) and model.frozen
 
 
+@pytest.mark.e2e
 def test_cli_reads_openai_torchscript_archive(reference, tmp_path, repo_root,
                                               subprocess_env):
     # OpenAI's released .pt files are TorchScript archives, not pickles
@@ -266,6 +268,7 @@ def test_cli_reads_openai_torchscript_archive(reference, tmp_path, repo_root,
             model(x)[0], reference(x), atol=1e-4, rtol=0)
 
 
+@pytest.mark.e2e
 def test_cli_needs_the_activation(reference, tmp_path, repo_root,
                                   subprocess_env):
     """The weights do not say QuickGELU or GELU: no silent guess."""
@@ -318,6 +321,7 @@ def test_activation_option_and_checkpoint_record(reference, tmp_path):
         wrong.init_weights()
 
 
+@pytest.mark.e2e
 def test_cli_reads_activation_and_shapes_from_a_model_config(
         reference, tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'clip.pt')

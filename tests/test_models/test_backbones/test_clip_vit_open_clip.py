@@ -70,6 +70,7 @@ def _image(size=224):
 
 @pytest.mark.parametrize('name, act', [('ViT-B-16', 'gelu'),
                                        ('ViT-B-16-quickgelu', 'quick_gelu')])
+@pytest.mark.slow
 def test_clip_b16_matches_encode_image(user_files, tmp_path, repo_root,
                                        monkeypatch, name, act):
     model, src = user_files(name)

@@ -138,6 +138,7 @@ def test_non_square_input_runs(reference):
     assert torch.isfinite(dense).all()
 
 
+@pytest.mark.e2e
 def test_cli_converts_full_eva_checkpoint(reference, tmp_path, repo_root,
                                           subprocess_env):
     src = osp.join(tmp_path, 'EVA02_CLIP_tiny.pt')
@@ -168,6 +169,7 @@ def test_cli_converts_full_eva_checkpoint(reference, tmp_path, repo_root,
                 model(x)[0], reference(x, pooling), atol=1e-4, rtol=0)
 
 
+@pytest.mark.e2e
 def test_cli_rejects_unknown_format(tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'other.pth')
     torch.save({'conv.weight': torch.zeros(2, 2)}, src)

@@ -73,6 +73,7 @@ def torchvision_vit():
 
 
 @pytest.mark.parametrize('prefix', ['', 'model.'])
+@pytest.mark.e2e
 def test_torchvision_parity_through_cli(torchvision_vit, prefix, tmp_path,
                                         repo_root, subprocess_env):
     src = osp.join(tmp_path, 'last_vit_b16.pth')

@@ -439,6 +439,7 @@ ACCEPTANCE_CFG = dict(
 
 
 @pytest.mark.parametrize('reg_tokens,fmt', [(0, 'safetensors'), (4, 'pth')])
+@pytest.mark.e2e
 def test_parity_with_public_model_via_cli(tmp_path, repo_root, subprocess_env,
                                           reg_tokens, fmt):
     from mmpretrain.registry import MODELS

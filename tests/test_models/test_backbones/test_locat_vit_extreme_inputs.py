@@ -77,6 +77,7 @@ def test_kernels_agree_on_extreme_grids(size, regs, pooling, out_type):
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('size', [(16, 16), (16, 1024)])
+@pytest.mark.slow
 def test_compiled_flex_on_extreme_grids(size):
     """Two compiles (1 CLS + 4 registers + 1 or 64 patches)."""
     from mmlocat.models.layers.gaug.flex import flex_compile_stats

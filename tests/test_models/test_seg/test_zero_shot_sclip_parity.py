@@ -149,6 +149,7 @@ def _mmlocat_label_maps(repo_root, config, paths, emb, ckpt):
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize('dataset', list(DATASETS))
+@pytest.mark.slow
 def test_shipped_config_agrees_with_sclip(dataset, clip_files,
                                           tower_checkpoint, repo_root,
                                           tmp_path, monkeypatch):
