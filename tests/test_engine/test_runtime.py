@@ -78,6 +78,7 @@ def test_other_loops_and_hooks_are_kept():
     ]
 
 
+@pytest.mark.slow
 def test_every_shipped_recipe_declares_the_runtime():
     """Every config under configs/ (not the bases) has the runtime line,
     through configs/_base_/mmlocat_runtime.py."""

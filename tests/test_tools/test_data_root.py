@@ -82,6 +82,7 @@ def _dataset_paths(cfg):
 
 
 @pytest.mark.parametrize('config', FAMILIES)
+@pytest.mark.slow
 def test_every_dataset_path_exists_under_the_tiny_root(config, tiny_root):
     cfg = load_config(config)
     lines = retarget_data_root(cfg, tiny_root)
@@ -131,6 +132,7 @@ def test_nested_datasets_evaluators_and_other_paths(tmp_path):
         retarget_data_root(Config(dict(a='b')), root)
 
 
+@pytest.mark.e2e
 def test_train_one_iteration_from_the_tiny_data(tiny_root, tmp_path, repo_root,
                                                 subprocess_env):
     """A segmentation recipe trains one CPU iteration from the tiny data

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import open_clip
+import pytest
 import torch
 from helpers.tiny_archs import tiny_open_clip_cfg
 
@@ -32,6 +33,7 @@ def _dump(repo_root, env, config, weights, out):
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_dump_shows_progress_is_short_and_cached(tmp_path, repo_root,
                                                  subprocess_env):
     config = str(tmp_path / 'tiny-dump-clip.json')
