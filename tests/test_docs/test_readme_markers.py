@@ -299,22 +299,23 @@ def test_every_relative_link_leads_to_a_file_and_heading():
 
 
 def test_the_link_check_finds_missing_files_and_headings():
-    text = ('# Title\n\n## Two words\n\n[ok](#two-words) [up](../LICENSE) '
-            '[web](https://example.org/x) ![pic](docs/nothing.png)\n'
-            '[gone](#no-such-heading) [other](docs/method.md#not-there)\n'
-            '```shell\n[in a block](nowhere.md)\n```\n')
+    text = (
+        '# Title\n\n## Two words\n\n[ok](#two-words) [up](../LICENSE) '
+        '[web](https://example.org/x) ![pic](docs/nothing.png)\n'
+        '[gone](#no-such-heading) [other](docs/architecture.md#not-there)\n'
+        '```shell\n[in a block](nowhere.md)\n```\n')
     assert link_problems('configs/X.md', text) == [
         'configs/X.md: link (docs/nothing.png): configs/docs/nothing.png '
         'does not exist',
         'configs/X.md: link (#no-such-heading): configs/X.md has no heading '
         'whose anchor is #no-such-heading',
-        'configs/X.md: link (docs/method.md#not-there): configs/docs/'
-        'method.md does not exist',
+        'configs/X.md: link (docs/architecture.md#not-there): configs/docs/'
+        'architecture.md does not exist',
     ]
     assert link_problems('X.md', '[m](docs/method.md#lazystrike)') == []
-    assert link_problems('X.md', '[m](docs/method.md#not-there)') == [
-        'X.md: link (docs/method.md#not-there): docs/method.md has no '
-        'heading whose anchor is #not-there'
+    assert link_problems('X.md', '[m](docs/architecture.md#not-there)') == [
+        'X.md: link (docs/architecture.md#not-there): docs/architecture.md '
+        'has no heading whose anchor is #not-there'
     ]
 
 

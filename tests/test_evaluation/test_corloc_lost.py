@@ -250,9 +250,12 @@ def _coco_json(rng, path, num):
             if box is None or k:
                 x, y = rng.uniform(0, width - 2), rng.uniform(0, height - 2)
                 w, h = rng.uniform(1, width - x), rng.uniform(1, height - y)
-            else:
-                x, y = max(box[0], 0.), max(box[1], 0.)
-                w, h = max(box[2] - x, 1.), max(box[3] - y, 1.)
+            else:  # a patch-grid box may reach past the image: clipped,
+                # as COCO's boxes lie in their image (others are refused)
+                x = min(max(box[0], 0.), width - 1.)
+                y = min(max(box[1], 0.), height - 1.)
+                w = max(min(box[2], width) - x, 1.)
+                h = max(min(box[3], height) - y, 1.)
             if k == 1 and i % 5 == 0:  # exact halves: Python rounds to even
                 x, w = float(int(x)) + 0.5, float(int(w)) + 0.5
             anns.append(

@@ -71,7 +71,7 @@ def test_train_refuses_a_misspelt_hook_keyword_before_training(
     line = _exit_line(tool.main, capsys)
     assert line.startswith(
         'train.py: error: default_hooks.checkpoint.intervl: '
-        "AtomicCheckpointHook takes no argument 'intervl'; did you mean "
+        "CheckpointHook takes no argument 'intervl'; did you mean "
         "'interval'?"), line
     assert not work.exists()  # before the work dir lock, the Runner
 

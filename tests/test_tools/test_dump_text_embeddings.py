@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mmlocat.text import load_text_embeddings
+from mmlocat.utils.records import rows_sha256
 
 
 def _tool(repo_root):
@@ -111,7 +112,8 @@ def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
         text_sha256=text_sha256(model.state_dict()),
         text_act='gelu',
         templates='fvit',
-        prompt_style='fvit')
+        prompt_style='fvit',
+        rows_sha256=rows_sha256(np.load(out)))  # binds the rows (issue 34)
 
 
 def _stand_in_encoder(model, pretrained, device):
@@ -152,7 +154,8 @@ def test_seg_config_writes_the_config_names_and_recipe(tmp_path, repo_root,
         name='ViT-B-16',
         weights='w.pt',
         templates='imagenet80',
-        prompt_style='plain')
+        prompt_style='plain',
+        rows_sha256=rows_sha256(np.load(out)))
     # the segmentor of that config accepts the file
     from mmengine.config import Config
     from mmengine.registry import init_default_scope

@@ -74,7 +74,9 @@ class FViT(SummarisedInitInfo, TwoStageDetector):
         check_clip: Refuse text embeddings that the backbone checkpoint's
             CLIP record does not prove to be its own (the one rule,
             :func:`mmlocat.utils.records.check_clip_pairing`); ``False``
-            accepts them with a logged warning.
+            accepts them with a logged warning. Only with ``vlm_fusion``
+            (a CLIP tower): a backbone without CLIP alignment has no CLIP
+            to match.
 
     ``test_cfg.autocast`` (``None``, the default: fp32; ``'float16'``;
     ``'bfloat16'``) tests as F-ViT does with its configs' ``fp16`` setting
@@ -188,7 +190,9 @@ class FViT(SummarisedInitInfo, TwoStageDetector):
         checkpoint = (
             init_cfg.get('checkpoint')
             if is_pretrained_cfg(init_cfg) else None)
-        if checkpoint:
+        # the pairing is the CLIP's: a tower without CLIP alignment (a
+        # LocAtViT, no score fusion) has no CLIP to match
+        if checkpoint and self.vlm_fusion:
             check_clip_pairing(
                 read_text_model(emb_file),
                 emb_file,

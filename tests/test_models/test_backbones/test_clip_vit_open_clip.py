@@ -20,7 +20,7 @@ from mmlocat.models import CLIPViT, EVA02CLIPViT
 from mmlocat.utils.converters import convert_clip, convert_eva02_clip
 from mmlocat.utils.converters.clip import (clip_tower_settings,
                                            open_clip_model_config)
-from mmlocat.utils.records import file_sha256, text_sha256
+from mmlocat.utils.records import file_sha256, text_sha256, weights_sha256
 
 
 def _tool(repo_root, name):
@@ -77,14 +77,17 @@ def test_clip_b16_matches_encode_image(user_files, tmp_path, repo_root,
     dst = str(tmp_path / 'clip_mmlocat.pth')
     _run_tool(monkeypatch, _tool(repo_root, 'clip2mmlocat'),
               [src, dst, '--model', name])
-    meta = torch.load(dst, map_location='cpu', weights_only=True)['meta']
+    saved = torch.load(dst, map_location='cpu', weights_only=True)
+    meta = saved['meta']
     assert meta['clip'] == dict(
         name=name,
         weights=osp.basename(src),
         sha256=file_sha256(src),
         act=act,
         text_sha256=text_sha256(model.state_dict()),
-        text_act=act)
+        text_act=act,
+        # the tower's own weights as saved (issue 34: a copied record fails)
+        image_sha256=weights_sha256(saved['state_dict']))
     init_cfg = dict(type='Pretrained', checkpoint=dst, prefix='backbone.')
     ours = CLIPViT(
         arch='b',
