@@ -391,9 +391,15 @@ def _assert_bit_equal(loaded, trained_tower):
 @pytest.mark.slow
 def test_converted_records_name_the_text_tower(trained, converted, clip):
     from mmlocat.utils.records import (file_sha256, file_text_sha256,
-                                       read_checkpoint_meta)
+                                       read_checkpoint_meta, weights_sha256)
+
+    def saved_weights(path):  # the image tower's own weights (issue 34)
+        return weights_sha256(
+            torch.load(path, weights_only=True)['state_dict'])
+
     last, cls = converted['last'], converted['cls']
     record = read_checkpoint_meta(last['dst'])['clip']
+    assert record.pop('image_sha256') == saved_weights(last['dst'])
     assert record == dict(
         weights=osp.basename(last['text']),
         sha256=file_sha256(last['text']),
@@ -412,6 +418,7 @@ def test_converted_records_name_the_text_tower(trained, converted, clip):
             for k, v in text['state_dict'].items() if k != 'logit_scale'
         }, tuned)
     record = read_checkpoint_meta(cls['dst'])['clip']
+    assert record.pop('image_sha256') == saved_weights(cls['dst'])
     assert record == dict(
         weights=osp.basename(clip['weights']),
         sha256=file_sha256(clip['weights']),
