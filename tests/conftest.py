@@ -86,3 +86,21 @@ def isolate_default_scope_per_module():
     """The same around a test module: its module-scoped fixtures run before
     the per-test snapshot above, so their scopes would leak otherwise."""
     yield from _scope_kept()
+
+
+@pytest.fixture(autouse=True)
+def isolate_signal_handlers():
+    """Put SIGTERM / SIGUSR1 back after a test: a tool run in-process whose
+    Runner is built but never run (a refused checkpoint) keeps the runtime's
+    PreemptionHook handlers, which a real process would take with it when
+    it exits."""
+    import signal
+
+    from mmlocat.engine.hooks import preemption_hook
+    signals = (signal.SIGTERM, signal.SIGUSR1)
+    before = {s: signal.getsignal(s) for s in signals}
+    yield
+    for signum, handler in before.items():
+        if signal.getsignal(signum) != handler:
+            signal.signal(signum, handler)
+    preemption_hook._fork_policy.update(signals=(), previous={})
