@@ -17,6 +17,7 @@ import os.path as osp
 import signal
 import sys
 
+import torch.distributed as dist
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
@@ -219,6 +220,10 @@ def main() -> None:
             for note in notes:
                 runner.logger.warning(note)
             runner.train()
+            # join the process group's threads before the interpreter
+            # exits (a gloo rank left them running and was aborted at exit)
+            if dist.is_available() and dist.is_initialized():
+                dist.destroy_process_group()
     except CheckpointWriteError as err:
         _error(str(err), status=1)
     finally:
