@@ -220,9 +220,11 @@ def main() -> None:
             for note in notes:
                 runner.logger.warning(note)
             runner.train()
-            # join the process group's threads before the interpreter
-            # exits (a gloo rank left them running and was aborted at exit)
+            # every rank done, then the process group's threads joined
+            # before the interpreter exits (a gloo rank left them running
+            # and was aborted at exit)
             if dist.is_available() and dist.is_initialized():
+                dist.barrier()
                 dist.destroy_process_group()
     except CheckpointWriteError as err:
         _error(str(err), status=1)
