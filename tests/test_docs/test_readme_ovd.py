@@ -7,6 +7,7 @@ record) and test it; CLIPSelf's released embeddings and detector convert
 and test, also in fp16 as F-ViT tests.
 """
 import json
+import time
 
 import pytest
 from checkpoint_makers import loaded_from, prepare_model
@@ -36,7 +37,7 @@ def eva_converters():
 
 
 def fp16_test():
-    return block('model.test_cfg.autocast=float16')
+    return block('CHECKPOINT --cfg-options model.test_cfg.autocast=float16')
 
 
 def _tested_in_fp16(root, output):
@@ -89,7 +90,12 @@ def test_clipself_detectors(new_root):
     runner.run(data(), lines=[1])
     runner.run(eva_converters(), lines=[1, 2])
     runner.run(block('clipself_embeddings2npy.py F-ViT'))
-    _, test, fp16 = runner.run(block('clipself_fvit2mmlocat.py'))
+    detectors = block('clipself_fvit2mmlocat.py')
+    _, test = runner.run(detectors, lines=[1, 2])
+    # mmengine names a Runner's logger by the second it starts: two
+    # in-process runs in one second would share it (and its output)
+    time.sleep(1.1)
+    fp16, = runner.run(detectors, lines=[3])
     assert 'coco/novel_ap50' in test
     # CLIPSelf's embedding files name their CLIP only: the opt-out is logged
     assert 'check_clip=False' in test and 'without checking' in test
