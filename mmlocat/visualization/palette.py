@@ -35,8 +35,8 @@ def _lab(rgb: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=4)
 def _distinct(num_colors: int) -> Tuple[Tuple[int, int, int], ...]:
     levels = np.arange(0, 256, _GRID_STEP)
-    grid = np.stack(
-        np.meshgrid(levels, levels, levels, indexing='ij'), -1).reshape(-1, 3)
+    grid = np.stack(np.meshgrid(levels, levels, levels, indexing='ij'),
+                    -1).reshape(-1, 3)
     lab = _lab(grid)
     # far from white and black too: the picture's text and outlines
     distance = np.linalg.norm(

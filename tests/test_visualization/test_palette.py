@@ -29,9 +29,8 @@ def test_mmseg_fallback_colours_as_mmseg_a_dataset_without_palette():
     dataset = BaseSegDataset(
         metainfo=dict(classes=classes), lazy_init=True, data_root='')
     state = np.random.get_state()[1].copy()
-    assert class_palette(7, fallback='mmseg') == [
-        list(c) for c in dataset.metainfo['palette']
-    ]
+    assert class_palette(
+        7, fallback='mmseg') == [list(c) for c in dataset.metainfo['palette']]
     # a local generator: numpy's global state is untouched
     np.testing.assert_array_equal(np.random.get_state()[1], state)
     assert class_palette(0) == [] == class_palette(0, fallback='mmseg')
@@ -43,8 +42,7 @@ def test_distinct_fallback_is_far_apart_stable_and_not_white(num_classes):
     mmseg = class_palette(num_classes, fallback='mmseg')
     assert len(colors) == num_classes
     assert len({tuple(c) for c in colors}) == num_classes
-    assert all(0 <= v <= 255 and isinstance(v, int) for c in colors
-               for v in c)
+    assert all(0 <= v <= 255 and isinstance(v, int) for c in colors for v in c)
     assert _closest_pair(colors) > max(15.0, 2 * _closest_pair(mmseg))
     assert _closest_pair(colors + [[255] * 3, [0] * 3]) > 15.0
     # adding classes never recolours the first ones
