@@ -55,6 +55,51 @@ def test_converted_checkpoint_loads_with_prefix(name, tmp_path):
     model.init_weights()
     for key, value in src.state_dict().items():
         torch.testing.assert_close(model.state_dict()[key], value)
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x)[0], src.eval()(x)[0])
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_pretrained_keyword(name, tmp_path):
+    """mmseg's ``pretrained=`` is a strict ``Pretrained`` init_cfg."""
+    torch.manual_seed(0)
+    src = build(name)
+    src.init_weights()
+    path = save(tmp_path, src.state_dict())
+    model = build(name, pretrained=path)
+    assert model.init_cfg == dict(type='Pretrained', checkpoint=path)
+    model.init_weights()
+    for key, value in src.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value)
+    with pytest.raises(ValueError, match='pretrained or init_cfg'):
+        build(name, pretrained=path, init_cfg=pretrained(path))
+
+
+MISSING = {
+    'locat': 'layers.1.attn.gaug.log_var.weight',
+    'last': 'ln1.weight',
+    'clip': 'layers.1.ln1.weight',
+    'eva02': 'layers.1.attn.q_proj.bias',
+}
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_missing_key_refused_unless_allowed(name, tmp_path):
+    """A checkpoint without a weight refuses instead of leaving it random
+    (for LocAtViT: one with some GAug weights must have all), unless the
+    caller names the key as new."""
+    sd = prefixed(build(name))
+    del sd['backbone.' + MISSING[name]]
+    path = save(tmp_path, sd)
+    model = build(name, init_cfg=pretrained(path, prefix='backbone.'))
+    with pytest.raises(RuntimeError, match=MISSING[name]):
+        model.init_weights()
+    build(
+        name,
+        init_cfg=pretrained(
+            path, prefix='backbone.',
+            allowed_missing=[MISSING[name]])).init_weights()
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
@@ -113,22 +158,6 @@ def test_plain_vit_into_locat_only_gaug_is_new(tmp_path):
     model.init_weights()
     for key, value in plain.state_dict().items():
         torch.testing.assert_close(model.state_dict()[key], value)
-    # a checkpoint with some GAug weights must have all of them
-    sd = prefixed(build('locat'))
-    del sd['backbone.layers.1.attn.gaug.log_var.weight']
-    path = save(tmp_path, sd, 'half.pth')
-    model = build('locat', init_cfg=pretrained(path, prefix='backbone.'))
-    with pytest.raises(RuntimeError, match='layers.1.attn.gaug.log_var'):
-        model.init_weights()
-    # nothing else may be new: LaStViT has no new keys
-    path = save(tmp_path, prefixed(plain), 'plain.pth')
-    sd = prefixed(build('last'))
-    del sd['backbone.ln1.weight']
-    model = build(
-        'last',
-        init_cfg=pretrained(save(tmp_path, sd, 'l.pth'), prefix='backbone.'))
-    with pytest.raises(RuntimeError, match='ln1.weight'):
-        model.init_weights()
 
 
 def test_bad_pretrained_cfgs(tmp_path):
@@ -189,10 +218,44 @@ def test_one_freezing_mechanism(name):
     assert not model.pos_embed.requires_grad
     assert all(p.requires_grad for p in model.layers[2].parameters())
     assert model.layers[2].training and model.drop_after_pos.training is False
-    model = build(name, frozen=True, **extra).train()
+    plain = build(name).train()
+    assert plain.training and all(p.requires_grad for p in plain.parameters())
+    # frozen: eval without grads, deterministic despite dropout / drop path
+    model = build(
+        name,
+        arch=dict(ARCH, output_dims=8) if name == 'clip' else ARCH,
+        frozen=True,
+        drop_rate=0.1,
+        drop_path_rate=0.1,
+        **extra).train()
     assert model.frozen and not model.training
     assert not any(m.training for m in model.modules())
     assert not any(p.requires_grad for p in model.parameters())
+    if name == 'clip':
+        assert not model.proj.requires_grad
+    x = torch.randn(1, 3, 32, 32)
+    y = model(x)[0]
+    assert not y.requires_grad
+    torch.testing.assert_close(y, model(x)[0])
+
+
+@pytest.mark.parametrize('host', ['mmpretrain', 'mmseg', 'mmdet'])
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_build_from_host_registries(name, host):
+    registry = __import__(f'{host}.registry', fromlist=['MODELS']).MODELS
+    model = registry.build(
+        dict(
+            type=f'mmlocat.{BACKBONES[name].__name__}',
+            arch=ARCH,
+            img_size=32,
+            patch_size=16,
+            out_type='featmap',
+            out_indices=(0, 1),
+            frozen=True))
+    assert isinstance(model, BACKBONES[name]) and model.frozen
+    assert not model.training
+    outs = model(torch.rand(1, 3, 64, 48))
+    assert [o.shape for o in outs] == [(1, 32, 4, 3)] * 2
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
