@@ -6,6 +6,7 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
+from helpers.tiny_archs import TINY_VIT
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
@@ -13,7 +14,7 @@ import mmlocat  # noqa: F401
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 NAMES = ('last-b_8xb512_in1k.py', 'vit-b_8xb512_in1k.py')
-TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+TINY = TINY_VIT
 
 
 def load(name: str) -> Config:

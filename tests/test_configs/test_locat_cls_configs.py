@@ -7,6 +7,7 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
+from helpers.tiny_archs import TINY_VIT
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
@@ -20,7 +21,7 @@ CLS_CONFIGS = sorted(
                     'vit-t_cifar100.py', 'locat-t_mini-imagenet.py',
                     'vit-t_mini-imagenet.py')
     for p in glob.glob(osp.join(CFG_DIR, pattern)))
-TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+TINY = TINY_VIT
 EXPECTED = {
     'locat-t_8xb128_in1k.py': ('t', 0.1, 192),
     'locat-s_8xb128_in1k.py': ('deit-small', 0.2, 384),

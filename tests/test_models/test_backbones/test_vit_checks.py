@@ -3,13 +3,18 @@
 LocAtViT, LaStViT, CLIPViT and EVA02CLIPViT (tiny archs, random init):
 strict ``Pretrained`` loading (missing prefix, foreign checkpoint, other
 arch, plain ViT into LocAtViT, position-embedding resize), ``out_indices``
-/ ``frozen_stages`` validation, empty batches and non-finite inputs.
+/ ``frozen_stages`` validation, empty batches and non-finite inputs, and
+dense outputs that are contiguous NCHW.
 """
 import pytest
 import torch
 import torchvision
 from helpers.host_sync import HostSyncCounter as SyncCounter
 from helpers.tiny_archs import tiny_vit
+from mmdet.models.necks import FPN
+from mmdet.models.roi_heads.roi_extractors import SingleRoIExtractor
+from mmdet.utils import register_all_modules
+from torchvision.ops import roi_align
 
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
@@ -103,31 +108,22 @@ def test_missing_key_refused_unless_allowed(name, tmp_path):
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_missing_prefix_names_the_fix(name, tmp_path):
-    src = build(name)
-    sd = prefixed(src)
-    sd['head.layers.head.weight'] = torch.zeros(10, 32)  # a classifier ckpt
+def test_wrong_checkpoints_name_the_fix(name, tmp_path):
+    """A classifier checkpoint without ``prefix``; a real torchvision
+    ResNet-18 state dict (loads nothing); a 32-wide ('T') checkpoint into a
+    48-wide ('S') model: each an error that says what is wrong."""
+    sd = prefixed(build(name))
     path = save(tmp_path, sd)
-    model = build(name, init_cfg=pretrained(path))
+    sd['head.layers.head.weight'] = torch.zeros(10, 32)  # a classifier ckpt
+    model = build(name, init_cfg=pretrained(save(tmp_path, sd, 'cls.pth')))
     with pytest.raises(ValueError, match=r"add prefix='backbone\.'"):
         model.init_weights()
-
-
-@pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_foreign_checkpoint_is_refused(name, tmp_path):
-    """A real torchvision ResNet-18 state dict loads nothing: an error."""
-    path = save(tmp_path, torchvision.models.resnet18().state_dict())
-    model = build(name, init_cfg=pretrained(path))
+    resnet = save(tmp_path, torchvision.models.resnet18().state_dict(), 'r')
+    model = build(name, init_cfg=pretrained(resnet))
     with pytest.raises(RuntimeError, match='loaded 0 of 1') as err:
         model.init_weights()
     assert 'partly random' in str(err.value)
     assert 'conv1.weight' in str(err.value)
-
-
-@pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_other_arch_is_a_size_mismatch(name, tmp_path):
-    """A 32-wide ('T') checkpoint into a 48-wide ('S') model."""
-    path = save(tmp_path, prefixed(build(name)))
     model = build(
         name, arch=WIDE, init_cfg=pretrained(path, prefix='backbone.'))
     with pytest.raises(RuntimeError, match='another shape') as err:
@@ -160,24 +156,25 @@ def test_plain_vit_into_locat_only_gaug_is_new(tmp_path):
         torch.testing.assert_close(model.state_dict()[key], value)
 
 
-def test_bad_pretrained_cfgs(tmp_path):
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_bad_pretrained_cfgs(name, tmp_path):
     with pytest.raises(FileNotFoundError, match='no/such.pth'):
-        build('locat', init_cfg=pretrained('no/such.pth')).init_weights()
-    path = save(tmp_path, prefixed(build('locat')))
+        build(name, init_cfg=pretrained('no/such.pth')).init_weights()
+    path = save(tmp_path, prefixed(build(name)))
     with pytest.raises(ValueError, match='unknown init_cfg'):
-        build('locat', init_cfg=pretrained(path, strict=False)).init_weights()
+        build(name, init_cfg=pretrained(path, strict=False)).init_weights()
     with pytest.raises(ValueError, match="starts with 'head.'"):
-        build('locat', init_cfg=pretrained(path, prefix='head')).init_weights()
+        build(name, init_cfg=pretrained(path, prefix='head')).init_weights()
     # scoped / class spellings of Pretrained are strict too, and a list
     # holding a Pretrained entry (mmengine's lenient loader) is refused
     from mmengine.model.weight_init import PretrainedInit
     for init_type in ('mmengine.Pretrained', PretrainedInit):
         cfg = dict(pretrained(path), type=init_type)
         with pytest.raises(ValueError, match="add prefix='backbone.'"):
-            build('locat', init_cfg=cfg).init_weights()
+            build(name, init_cfg=cfg).init_weights()
     listed = [pretrained(path), dict(type='Constant', val=0, layer='Linear')]
     with pytest.raises(ValueError, match='list with a Pretrained entry'):
-        build('locat', init_cfg=listed).init_weights()
+        build(name, init_cfg=listed).init_weights()
 
 
 # ---------------------------------------------------------------- arguments
@@ -521,3 +518,43 @@ def test_drop_expected_unused_names_whole_parts_only():
     ]
     assert drop_expected_unused(sd, {}, [], 'x.pth', logger=logger) is sd
     assert len(logger.lines) == 1
+
+
+# ------------------------------------------------------------ dense layout
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_featmaps_are_contiguous_and_roi_pooled_right(name):
+    """mmcv's RoIAlign reads its input as contiguous NCHW memory whatever
+    the strides (open-mmlab/mmcv#2203): a permuted (NHWC) feature map, and
+    the FPN outputs computed from it, would be pooled at the wrong places.
+    The reference is torchvision's ``roi_align``, which follows the
+    strides."""
+    register_all_modules()
+    torch.manual_seed(0)
+    backbone = build(
+        name,
+        arch=tiny_vit(),
+        img_size=64,
+        out_type='featmap',
+        out_indices=(0, 1)).eval()
+    channels = backbone.embed_dims
+    fpn = FPN([channels, channels], out_channels=8, num_outs=2).eval()
+    extractor = SingleRoIExtractor(
+        roi_layer=dict(type='RoIAlign', output_size=7, sampling_ratio=0),
+        out_channels=8,
+        featmap_strides=[16, 32])
+    image = torch.rand(1, 3, 96, 128)
+    # small boxes: mmdet maps them to the stride-16 level
+    rois = torch.tensor([[0., 4., 6., 60., 50.], [0., 30., 10., 90., 70.]])
+    with torch.no_grad():
+        featmaps = backbone(image)
+        assert all(f.is_contiguous() for f in featmaps)
+        levels = fpn(featmaps)
+        pooled = extractor(levels[:1], rois)
+    reference = roi_align(
+        levels[0],
+        rois,
+        output_size=7,
+        spatial_scale=1 / 16,
+        sampling_ratio=0,
+        aligned=True)
+    torch.testing.assert_close(pooled, reference, rtol=1e-5, atol=1e-5)
