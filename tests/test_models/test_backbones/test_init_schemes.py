@@ -143,14 +143,16 @@ def torchvision_reference() -> dict:
     return convert_torchvision_vit(ref.state_dict())
 
 
-@pytest.mark.parametrize('path,head,reference', [
-    ('locat/locat-t_8xb128_in1k.py', {}, lambda: timm_reference(True)),
-    ('locat/vit-t_8xb128_in1k.py', {}, lambda: timm_reference(False)),
-    ('last/last-b_8xb512_in1k.py', dict(in_channels=192),
-     torchvision_reference),
-    ('last/vit-b_8xb512_in1k.py', dict(in_channels=192),
-     torchvision_reference),
-])
+@pytest.mark.parametrize(
+    'path,head,reference', [
+        ('locat/locat-t_8xb128_in1k.py', {}, lambda: timm_reference(True)),
+        ('locat/vit-t_8xb128_in1k.py', {}, lambda: timm_reference(False)),
+        ('last/last-b_8xb512_in1k.py', dict(in_channels=192),
+         torchvision_reference),
+        ('last/vit-b_8xb512_in1k.py', dict(in_channels=192),
+         torchvision_reference),
+    ],
+    ids=['locat-t', 'vit-t', 'last-b', 'vit-b'])
 def test_recipe_init_matches_public_code(path, head, reference):
     # LaSt-ViT's recipe at ViT-T size (the scheme does not depend on it).
     model = build_recipe(path, head=head, arch=TINY)
