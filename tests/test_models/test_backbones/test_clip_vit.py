@@ -205,23 +205,8 @@ def test_layout_and_named_archs():
     with meta:
         base = CLIPViT(arch='base')
     assert base.proj.shape == (768, 512) and len(base.layers) == 12
-    no_proj = clip_vit(arch=dict(ARCH, output_dims=None))
-    assert no_proj.proj is None
-    assert no_proj(torch.randn(1, 3, 32, 32))[0].shape == (1, WIDTH)
     with pytest.raises(ValueError, match='pre_norm'):
         clip_vit(pre_norm=False)
-
-
-def test_forward_with_scores_adds_projected_embedding():
-    model = clip_vit()
-    with torch.no_grad():
-        out = model.forward_with_scores(torch.randn(2, 3, 32, 32))
-        ref = model(torch.randn(2, 3, 32, 32))
-    assert out['global_token'].shape == (2, WIDTH)
-    assert out['embedding'].shape == (2, OUT) == ref[0].shape
-    torch.testing.assert_close(out['embedding'],
-                               out['global_token'] @ model.proj)
-    assert out['patch_score'].shape == (2, 1, 4, 4)
 
 
 @pytest.mark.e2e

@@ -211,26 +211,12 @@ def test_layout_and_named_archs():
     partly = eva(frozen_stages=1)
     assert not any(p.requires_grad for p in partly.layers[0].parameters())
     assert all(p.requires_grad for p in partly.layers[1].parameters())
-    no_head = eva(arch=dict(ARCH, output_dims=None))
-    assert no_head.head is None
-    assert no_head(images((IMG, IMG), batch=1))[0].shape == (1, WIDTH)
     with pytest.raises(ValueError, match='pre_norm'):
         eva(pre_norm=True)
     with pytest.raises(KeyError, match='arch'):
         EVA02CLIPViT(arch='huge')
     with pytest.raises(ValueError, match='divisible by 4'):
         eva(arch=dict(ARCH, num_heads=32))  # head_dims 2
-
-
-def test_forward_with_scores_adds_projected_embedding():
-    model = eva()
-    with torch.no_grad():
-        out = model.forward_with_scores(images((IMG, IMG)))
-    assert out['global_token'].shape == (2, WIDTH)
-    torch.testing.assert_close(out['embedding'],
-                               model.head(out['global_token']))
-    assert out['patch_score'].shape == (2, 1, 4, 4)
-    assert out['vote_map'].sum(dim=(1, 2, 3)).eq(WIDTH).all()
 
 
 def test_fvit_detector_with_eva02_backbone(tmp_path):

@@ -483,6 +483,8 @@ def test_projection_left_out_by_a_tower_without_one(name, part, tmp_path):
         ('projection' if part == 'proj' else 'head'))
     model.init_weights()
     torch.testing.assert_close(model.ln1.weight, src.ln1.weight)
+    assert getattr(model, part) is None
+    assert model(torch.randn(1, 3, 32, 32))[0].shape == (1, 32)
     # a tower with a projection needs it
     path = save(tmp_path, prefixed(build(name)), 'plain.pth')
     model = build(
@@ -491,6 +493,21 @@ def test_projection_left_out_by_a_tower_without_one(name, part, tmp_path):
         init_cfg=pretrained(path, prefix='backbone.'))
     with pytest.raises(RuntimeError, match=part):
         model.init_weights()
+
+
+@pytest.mark.parametrize('name', ['clip', 'eva02'])
+def test_forward_with_scores_adds_projected_embedding(name):
+    model = build(name, arch=dict(ARCH, output_dims=16), img_size=64).eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        out = model.forward_with_scores(x)
+        ref = model(x)
+    assert out['global_token'].shape == (2, 32)
+    assert out['embedding'].shape == (2, 16) == ref[0].shape
+    project = model.head if name == 'eva02' else lambda t: t @ model.proj
+    torch.testing.assert_close(out['embedding'], project(out['global_token']))
+    assert out['patch_score'].shape == (2, 1, 4, 4)
+    assert out['vote_map'].sum(dim=(1, 2, 3)).eq(32).all()
 
 
 def test_drop_expected_unused_names_whole_parts_only():
