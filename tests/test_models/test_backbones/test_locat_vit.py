@@ -229,23 +229,6 @@ def test_last_gaug_gets_zero_grad_without_prr():
 
 
 # ------------------------------------------------------- training utilities
-def test_frozen_stages():
-    model = tiny(
-        arch=dict(TINY, num_layers=3), frozen_stages=2, num_register_tokens=2)
-    model.train()
-    for name in ('cls_token', 'reg_token', 'pos_embed'):
-        assert not getattr(model, name).requires_grad
-    assert not any(p.requires_grad for p in model.patch_embed.parameters())
-    for i, layer in enumerate(model.layers):
-        frozen = i < 2
-        assert all(p.requires_grad != frozen for p in layer.parameters())
-        assert layer.training != frozen
-    assert model.ln1.weight.requires_grad
-    all_frozen = tiny(frozen_stages=2, out_type='avg_featmap')
-    assert not all_frozen.ln1.weight.requires_grad
-    assert not all_frozen.ln2.weight.requires_grad
-
-
 def test_get_layer_depth():
     model = tiny(arch=dict(TINY, num_layers=4), num_register_tokens=1)
     total = 6

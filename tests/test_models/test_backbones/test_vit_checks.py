@@ -194,8 +194,11 @@ def test_out_indices_validated(name):
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_frozen_stages_bounded(name):
-    model = build(name, frozen_stages=3)
+    model = build(name, frozen_stages=3, out_type='avg_featmap')
     assert not any(p.requires_grad for p in model.layers.parameters())
+    # all blocks frozen: the final norm and the GAP norm too
+    assert not model.ln1.weight.requires_grad
+    assert not model.ln2.weight.requires_grad
     for bad in (4, 99, -2):
         with pytest.raises(ValueError, match='frozen_stages'):
             build(name, frozen_stages=bad)
@@ -212,8 +215,12 @@ def test_one_freezing_mechanism(name):
     assert not any(p.requires_grad for m in stem for p in m.parameters())
     assert not any(m.training for m in stem)
     assert not any(t.requires_grad for t in model.prefix_tokens())
+    assert not model.cls_token.requires_grad
+    if name == 'locat':
+        assert not model.reg_token.requires_grad
     assert not model.pos_embed.requires_grad
     assert all(p.requires_grad for p in model.layers[2].parameters())
+    assert model.ln1.weight.requires_grad
     assert model.layers[2].training and model.drop_after_pos.training is False
     plain = build(name).train()
     assert plain.training and all(p.requires_grad for p in plain.parameters())
