@@ -571,11 +571,13 @@ def test_eva02_tower(tmp_path, tap):
         assert model.predict(x)[0].pred_sem_seg.shape == (32, 48)
 
 
-@pytest.mark.parametrize('tower, error, match', [
-    ('CLIPViT', ValueError, 'no projection'),
-    ('EVA02CLIPViT', ValueError, 'no projection to the text space'),
-    ('LaStViT', TypeError, 'LaStViT is not a CLIP tower'),
-])
+@pytest.mark.parametrize(
+    'tower, error, match', [
+        ('CLIPViT', ValueError, 'no projection'),
+        ('EVA02CLIPViT', ValueError, 'no projection to the text space'),
+        ('LaStViT', TypeError, 'LaStViT is not a CLIP tower'),
+    ],
+    ids=['clip', 'eva02', 'last'])
 def test_backbone_must_be_a_clip_tower_with_a_projection(
         tmp_path, tower, error, match):
     """Every mmlocat ViT maps its tokens with ``embed_global`` (identity but
