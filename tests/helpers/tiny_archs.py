@@ -1,9 +1,13 @@
 """Tiny ``arch`` dicts for tests (CPU, milliseconds per forward)."""
-__all__ = ['TINY_VIT', 'tiny_vit', 'tiny_open_clip_cfg']
+__all__ = ['TINY_VIT', 'DINO_S2', 'tiny_vit', 'tiny_open_clip_cfg']
 
 #: The default tiny ViT: 32-d, 2 blocks, 2 heads, MLP 64.
 TINY_VIT = dict(
     embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+
+#: DINO's ViT-S/16 widths at 2 blocks (timm / DINO checkpoint layout).
+DINO_S2 = dict(
+    embed_dims=384, num_layers=2, num_heads=6, feedforward_channels=1536)
 
 
 def tiny_vit(**changes) -> dict:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from _cfg_diff import diff
+from helpers.tiny_archs import tiny_vit
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
@@ -281,8 +282,7 @@ def _assert_padded_grid(cfg):
     """A 375x500 VOC image gives LOST's 24x32 grid (not 23x31)."""
     from mmpretrain.registry import MODELS
     init_default_scope('mmpretrain')
-    cfg.model.backbone.arch = dict(
-        embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64)
+    cfg.model.backbone.arch = tiny_vit(num_layers=1)
     cfg.model.backbone.init_cfg = None
     model = MODELS.build(cfg.model).eval()
     with torch.no_grad():

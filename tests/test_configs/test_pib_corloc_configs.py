@@ -4,11 +4,12 @@ import os.path as osp
 import pytest
 import torch
 from _cfg_diff import diff
+from helpers.tiny_archs import tiny_vit
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
 CONFIGS = ('pib_last-b_in1k.py', 'pib_vit-b_in1k.py', 'corloc_dino-s_voc07.py')
-TINY = dict(embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64)
+TINY = tiny_vit(num_layers=1)
 
 
 @pytest.mark.parametrize('name', CONFIGS)

@@ -8,6 +8,7 @@ import os.path as osp
 import pytest
 import torch
 from helpers.shrink import tiny_backbone, tiny_head
+from helpers.tiny_archs import tiny_vit
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
@@ -37,7 +38,7 @@ WIDTH = dict(t=192, s=384, b=768)
 ARCH = dict(t='t', s='deit-small', b='b')
 IMAGENET_MEAN = [123.675, 116.28, 103.53]
 IMAGENET_STD = [58.395, 57.12, 57.375]
-TINY = dict(embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64)
+TINY = tiny_vit(num_layers=4)
 
 _LOADED = {}
 

@@ -275,35 +275,27 @@ def _three(tmp_path, captions, name):
 
 
 def test_truncated_shard_is_named_wherever_it_is_cut(tmp_path, captions):
-    # at a member boundary: tarfile reads a shorter archive
-    shard = _three(tmp_path, captions, 'boundary.tar')
-    b_txt = _members(shard)['b.txt']
-    _cut(shard, b_txt.offset_data + 512)
-    with pytest.raises(
-            ValueError,
-            match=r"boundary.tar is truncated after member 'b.txt' "
-            r'\(byte \d+\): a tar shard ends with 1024 zero bytes, the '
-            r'file has nothing there, so samples after it may be lost; '
-            'copy or download the shard again'):
-        WebDatasetCaptionDataset(ann_file=shard)
-    # inside a member's data
-    shard = _three(tmp_path, captions, 'member.tar')
-    c_jpg = _members(shard)['c.jpg']
-    _cut(shard, c_jpg.offset_data + 10)
-    with pytest.raises(
-            ValueError,
-            match=r"member.tar is truncated inside member 'c.jpg': its data "
-            r'ends at byte \d+, the file has \d+ bytes'):
-        WebDatasetCaptionDataset(ann_file=shard)
-    # inside the header of c.txt (was: "no caption member" for c)
-    shard = _three(tmp_path, captions, 'header.tar')
-    c_txt = _members(shard)['c.txt']
-    _cut(shard, c_txt.offset + 100)
-    with pytest.raises(
-            ValueError,
-            match=r"header.tar is truncated after member 'c.jpg' .*the file "
-            r'has 100 bytes that are no complete tar header'):
-        WebDatasetCaptionDataset(ann_file=shard)
+    cases = [
+        # at a member boundary: tarfile reads a shorter archive
+        ('boundary.tar', 'b.txt', lambda m: m.offset_data + 512,
+         r"boundary.tar is truncated after member 'b.txt' "
+         r'\(byte \d+\): a tar shard ends with 1024 zero bytes, the '
+         r'file has nothing there, so samples after it may be lost; '
+         'copy or download the shard again'),
+        # inside a member's data
+        ('member.tar', 'c.jpg', lambda m: m.offset_data + 10,
+         r"member.tar is truncated inside member 'c.jpg': its data "
+         r'ends at byte \d+, the file has \d+ bytes'),
+        # inside the header of c.txt (was: "no caption member" for c)
+        ('header.tar', 'c.txt', lambda m: m.offset + 100,
+         r"header.tar is truncated after member 'c.jpg' .*the file "
+         r'has 100 bytes that are no complete tar header'),
+    ]
+    for name, member, at, match in cases:
+        shard = _three(tmp_path, captions, name)
+        _cut(shard, at(_members(shard)[member]))
+        with pytest.raises(ValueError, match=match):
+            WebDatasetCaptionDataset(ann_file=shard)
     # a whole shard still loads
     data = WebDatasetCaptionDataset(
         ann_file=_three(tmp_path, captions, 'whole.tar'))

@@ -6,6 +6,7 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.tiny_archs import TINY_VIT
 from mmengine.logging import MessageHub
 from mmengine.model import BaseModel
 from mmengine.registry import DefaultScope
@@ -15,7 +16,7 @@ import mmlocat  # noqa: F401
 from mmlocat.engine import GAugStatsHook
 from mmlocat.models.backbones import LocAtViT
 
-TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+TINY = TINY_VIT
 
 
 class ToyModel(BaseModel):

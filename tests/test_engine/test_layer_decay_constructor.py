@@ -11,6 +11,7 @@ import re
 import pytest
 import torch
 import torch.distributed as dist
+from helpers.tiny_archs import TINY_VIT
 from mmengine.model import BaseModel, MMDistributedDataParallel
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import DefaultScope
@@ -18,7 +19,7 @@ from mmengine.registry import DefaultScope
 import mmlocat  # noqa: F401
 from mmlocat.engine import LayerDecayOptimWrapperConstructor
 
-TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+TINY = TINY_VIT
 LR, DECAY, WD = 2.0, 0.5, 0.05  # powers of two: scales compare exactly
 OPTIM = dict(
     type='OptimWrapper',

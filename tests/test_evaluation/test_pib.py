@@ -69,26 +69,15 @@ def test_box_mapped_through_resize256_crop224():
 
     metric = PointInBox(patch_size=16)
     samples = [
-        # cell c=7 (x 112..128) overlaps the 0.5 px past x=112 -> hit
         dict(
-            patch_score=torch.from_numpy(_peak_map(6, 7)),
+            patch_score=torch.from_numpy(_peak_map(row, col)),
             gt_bboxes=box,
-            img_shape=(224, 224)),
-        # cell r=7 (y 112..128) only touches y2 = 112 -> miss
-        dict(
-            patch_score=torch.from_numpy(_peak_map(7, 3)),
-            gt_bboxes=box,
-            img_shape=(224, 224)),
-        # cell c=1, r=2 (x 16..32, y 32..48): overlaps -> hit
-        dict(
-            patch_score=torch.from_numpy(_peak_map(2, 1)),
-            gt_bboxes=box,
-            img_shape=(224, 224)),
-        # cell c=0 (x 0..16) left of x1 = 27.25 -> miss
-        dict(
-            patch_score=torch.from_numpy(_peak_map(4, 0)),
-            gt_bboxes=box,
-            img_shape=(224, 224)),
+            img_shape=(224, 224)) for row, col in [
+                (6, 7),  # c=7 (x 112..128) overlaps 0.5 px past 112: hit
+                (7, 3),  # r=7 (y 112..128) only touches y2 = 112: miss
+                (2, 1),  # c=1, r=2 (x 16..32, y 32..48) overlaps: hit
+                (4, 0),  # c=0 (x 0..16) left of x1 = 27.25: miss
+            ]
     ]
     assert _run_metric(metric, samples) == {
         'pib/PiB': 0.5,

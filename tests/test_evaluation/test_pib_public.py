@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.tiny_archs import tiny_vit
 
 from mmlocat.evaluation import PointInBox
 from mmlocat.evaluation.metrics.pib import point_in_box, public_hit_window
@@ -203,7 +204,7 @@ def test_public_metric_checks_its_inputs():
     assert metric.results == [dict(hit=True)]
 
 
-TINY = dict(embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64)
+TINY = tiny_vit(num_layers=1)
 
 
 def test_lastvit_scores_against_the_cls_output_when_asked():

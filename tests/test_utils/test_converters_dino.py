@@ -11,6 +11,7 @@ import timm
 import torch
 import torch.nn.functional as F
 from helpers.references import spec_lazy_strike
+from helpers.tiny_archs import DINO_S2
 from timm.models.vision_transformer import VisionTransformer as TimmViT
 from torch import nn
 
@@ -199,15 +200,7 @@ def dino_training_checkpoint(tmp_path_factory):
 
 
 def _small_lastvit(**kwargs):
-    return LaStViT(
-        arch=dict(
-            embed_dims=384,
-            num_layers=2,
-            num_heads=6,
-            feedforward_channels=1536),
-        img_size=224,
-        patch_size=16,
-        **kwargs).eval()
+    return LaStViT(arch=DINO_S2, img_size=224, patch_size=16, **kwargs).eval()
 
 
 def _run_tool(repo_root, env, *args):

@@ -7,6 +7,7 @@ import os
 
 import pytest
 import torch
+from helpers.tiny_archs import tiny_vit
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
 
@@ -14,7 +15,7 @@ from mmlocat.utils import checkpoint_io
 from mmlocat.utils.checkpoint_io import read_state_dict
 from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
 
-ARCH = dict(embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64)
+ARCH = tiny_vit(num_layers=1)
 META = dict(dataset_meta=dict(classes=['a', 'b', 'c']), note='kept')
 
 

@@ -192,16 +192,6 @@ def test_dense_featmap_taps(size):
         assert o.shape == (2, WIDTH, size[0] // PATCH, size[1] // PATCH)
 
 
-def test_frozen_backbone_stays_eval_without_grads():
-    model = clip_vit(frozen=True, drop_rate=0.1)
-    model.train()
-    assert not model.training and all(not m.training for m in model.modules())
-    assert all(not p.requires_grad for p in model.parameters())
-    assert not model.proj.requires_grad
-    y = model(torch.randn(1, 3, 32, 32))[0]
-    assert not y.requires_grad
-
-
 def test_layout_and_named_archs():
     model = clip_vit()
     assert model.patch_embed.projection.bias is None  # conv1 has no bias
@@ -215,38 +205,8 @@ def test_layout_and_named_archs():
     with meta:
         base = CLIPViT(arch='base')
     assert base.proj.shape == (768, 512) and len(base.layers) == 12
-    no_proj = clip_vit(arch=dict(ARCH, output_dims=None))
-    assert no_proj.proj is None
-    assert no_proj(torch.randn(1, 3, 32, 32))[0].shape == (1, WIDTH)
     with pytest.raises(ValueError, match='pre_norm'):
         clip_vit(pre_norm=False)
-
-
-def test_forward_with_scores_adds_projected_embedding():
-    model = clip_vit()
-    with torch.no_grad():
-        out = model.forward_with_scores(torch.randn(2, 3, 32, 32))
-        ref = model(torch.randn(2, 3, 32, 32))
-    assert out['global_token'].shape == (2, WIDTH)
-    assert out['embedding'].shape == (2, OUT) == ref[0].shape
-    torch.testing.assert_close(out['embedding'],
-                               out['global_token'] @ model.proj)
-    assert out['patch_score'].shape == (2, 1, 4, 4)
-
-
-@pytest.mark.parametrize('scope', ['mmpretrain', 'mmseg', 'mmdet'])
-def test_build_from_host_registries(scope):
-    registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
-    model = registry.build(
-        dict(
-            type='mmlocat.CLIPViT',
-            arch=ARCH,
-            img_size=32,
-            patch_size=PATCH,
-            out_type='featmap',
-            out_indices=(0, 1),
-            frozen=True))
-    assert isinstance(model, CLIPViT) and model.frozen
 
 
 @pytest.mark.e2e

@@ -2,15 +2,11 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.tiny_archs import tiny_vit
 
 from mmlocat.models.backbones import CLIPViT
 
-ARCH = dict(
-    embed_dims=32,
-    num_layers=3,
-    num_heads=4,
-    feedforward_channels=64,
-    output_dims=16)
+ARCH = tiny_vit(num_layers=3, num_heads=4, output_dims=16)
 
 
 def _reference(model, tokens):

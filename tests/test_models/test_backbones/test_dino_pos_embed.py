@@ -14,6 +14,7 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from helpers.tiny_archs import DINO_S2
 
 import mmlocat  # noqa: F401
 from mmlocat.models import LaStViT
@@ -51,11 +52,7 @@ def dino():
 def dino_lastvit(dino, **kwargs):
     """LaStViT in DINO's ViT-S/16 layout (2 blocks) with its weights."""
     model = LaStViT(
-        arch=dict(
-            embed_dims=384,
-            num_layers=2,
-            num_heads=6,
-            feedforward_channels=1536),
+        arch=DINO_S2,
         img_size=224,
         patch_size=16,
         pooling='cls',

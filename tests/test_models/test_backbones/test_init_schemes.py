@@ -14,6 +14,7 @@ import os.path as osp
 import pytest
 import timm
 import torch
+from helpers.tiny_archs import TINY_VIT
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from torch import nn
@@ -120,13 +121,6 @@ def timm_reference(gaug: bool) -> dict:
     return convert_timm_locat(ref.state_dict())
 
 
-@pytest.mark.parametrize('path,gaug', [('locat/locat-t_8xb128_in1k.py', True),
-                                       ('locat/vit-t_8xb128_in1k.py', False)])
-def test_locat_recipe_init_matches_timm(path, gaug):
-    model = build_recipe(path, arch=TINY)
-    compare_all(model.state_dict(), timm_reference(gaug))
-
-
 def test_locat_register_tokens_match_timm():
     torch.manual_seed(0)
     ref = timm.create_model(
@@ -150,42 +144,43 @@ def torchvision_reference() -> dict:
 
 
 @pytest.mark.parametrize(
-    'path', ['last/last-b_8xb512_in1k.py', 'last/vit-b_8xb512_in1k.py'])
-def test_last_recipe_init_matches_torchvision(path):
-    # The recipe at ViT-T size (the scheme does not depend on it).
-    model = build_recipe(path, head=dict(in_channels=192), arch=TINY)
-    compare_all(model.state_dict(), torchvision_reference())
+    'path,head,reference', [
+        ('locat/locat-t_8xb128_in1k.py', {}, lambda: timm_reference(True)),
+        ('locat/vit-t_8xb128_in1k.py', {}, lambda: timm_reference(False)),
+        ('last/last-b_8xb512_in1k.py', dict(in_channels=192),
+         torchvision_reference),
+        ('last/vit-b_8xb512_in1k.py', dict(in_channels=192),
+         torchvision_reference),
+    ],
+    ids=['locat-t', 'vit-t', 'last-b', 'vit-b'])
+def test_recipe_init_matches_public_code(path, head, reference):
+    # LaSt-ViT's recipe at ViT-T size (the scheme does not depend on it).
+    model = build_recipe(path, head=head, arch=TINY)
+    compare_all(model.state_dict(), reference())
 
 
-def test_the_check_catches_the_host_scheme():
-    """mmpretrain's initialisation (init_cfg=None) is told apart: the MLPs
-    (Xavier), the zero CLS token and the zero head differ from timm."""
-    model = build_recipe(
-        'locat/locat-t_8xb128_in1k.py',
-        head=dict(init_cfg=dict(type='Constant', layer='Linear', val=0)),
-        arch=TINY,
-        init_cfg=None)
-    ref = timm_reference(True)
+@pytest.mark.parametrize(
+    'path,head,reference,names', [
+        ('locat/locat-t_8xb128_in1k.py',
+         dict(init_cfg=dict(type='Constant', layer='Linear', val=0)),
+         lambda: timm_reference(True),
+         ('backbone.layers.0.ffn.layers.0.0.weight', 'backbone.cls_token',
+          'head.layers.head.weight')),
+        ('last/last-b_8xb512_in1k.py', dict(in_channels=192),
+         torchvision_reference, ('backbone.layers.0.attn.qkv.bias',
+                                 'backbone.layers.0.attn.proj.bias',
+                                 'backbone.patch_embed.projection.weight')),
+    ],
+    ids=['locat', 'last'])
+def test_the_check_catches_the_host_scheme(path, head, reference, names):
+    """The host's initialisation (init_cfg=None) is told apart: LocAtViT's
+    MLPs (Xavier), zero CLS token and zero head differ from timm's;
+    LaSt-ViT's kaiming-uniform qkv / proj with non-zero biases and narrower
+    patch convolution differ from torchvision's."""
+    model = build_recipe(path, head=head, arch=TINY, init_cfg=None)
+    ref = reference()
     ours = model.state_dict()
-    for name in ('backbone.layers.0.ffn.layers.0.0.weight',
-                 'backbone.cls_token', 'head.layers.head.weight'):
-        with pytest.raises(AssertionError):
-            assert_same_distribution(name, ours[name], ref[name])
-
-
-def test_the_check_catches_the_host_scheme_on_last():
-    """Without the scheme LaSt-ViT has kaiming-uniform qkv / proj with
-    non-zero biases and a narrower patch convolution than torchvision."""
-    model = build_recipe(
-        'last/last-b_8xb512_in1k.py',
-        head=dict(in_channels=192),
-        arch=TINY,
-        init_cfg=None)
-    ref = torchvision_reference()
-    ours = model.state_dict()
-    for name in ('backbone.layers.0.attn.qkv.bias',
-                 'backbone.layers.0.attn.proj.bias',
-                 'backbone.patch_embed.projection.weight'):
+    for name in names:
         with pytest.raises(AssertionError):
             assert_same_distribution(name, ours[name], ref[name])
 
@@ -214,8 +209,7 @@ def test_init_happens_in_init_weights():
 def test_pretrained_is_unchanged_by_the_schemes(tmp_path, cls, scheme):
     """A checkpoint start (the fine-tuning recipes) loads the exact values;
     the scheme only replaces a from-scratch init."""
-    arch = dict(
-        embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+    arch = TINY_VIT
     torch.manual_seed(1)
     src = cls(arch=arch, img_size=32, patch_size=16)
     src.init_weights()

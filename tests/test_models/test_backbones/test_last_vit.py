@@ -6,6 +6,7 @@ import sys
 import pytest
 import torch
 from helpers.references import spec_lazy_strike
+from helpers.tiny_archs import tiny_vit
 from torchvision.models.vision_transformer import \
     VisionTransformer as TorchvisionViT
 
@@ -13,7 +14,7 @@ import mmlocat  # noqa: F401  (registers the mmlocat scope)
 from mmlocat.models import LaStViT, lazy_strike_pool
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
 
-TINY = dict(embed_dims=24, num_layers=2, num_heads=3, feedforward_channels=48)
+TINY = tiny_vit(embed_dims=24, num_heads=3, feedforward_channels=48)
 
 
 def randomise_(model, seed):
@@ -138,60 +139,6 @@ def tiny(**kwargs):
     return LaStViT(arch=TINY, img_size=32, patch_size=8, **kwargs).eval()
 
 
-def test_strict_pretrained_init_cfg(tmp_path):
-    src = tiny()
-    src.init_weights()
-    path = osp.join(tmp_path, 'tiny.pth')
-    torch.save(
-        dict(state_dict={
-            'backbone.' + k: v
-            for k, v in src.state_dict().items()
-        }), path)
-    model = tiny(
-        init_cfg=dict(type='Pretrained', checkpoint=path, prefix='backbone.'))
-    model.init_weights()
-    x = torch.randn(1, 3, 32, 32)
-    with torch.no_grad():
-        torch.testing.assert_close(model(x)[0], src(x)[0])
-    # a checkpoint without a weight refuses instead of leaving it random
-    sd = {'backbone.' + k: v for k, v in src.state_dict().items()}
-    sd.pop('backbone.ln1.weight')
-    torch.save(dict(state_dict=sd), path)
-    model = tiny(
-        init_cfg=dict(type='Pretrained', checkpoint=path, prefix='backbone.'))
-    with pytest.raises(RuntimeError, match='ln1.weight'):
-        model.init_weights()
-    # ... unless the caller says the key is new
-    model = tiny(
-        init_cfg=dict(
-            type='Pretrained',
-            checkpoint=path,
-            prefix='backbone.',
-            allowed_missing=['ln1.weight']))
-    model.init_weights()
-    with pytest.raises(ValueError, match='starts with'):
-        tiny(
-            init_cfg=dict(type='Pretrained', checkpoint=path,
-                          prefix='head.')).init_weights()
-
-
-def test_pretrained_keyword_for_mmseg():
-    model = tiny(pretrained='some.pth')
-    assert model.init_cfg == dict(type='Pretrained', checkpoint='some.pth')
-    with pytest.raises(ValueError, match='pretrained or init_cfg'):
-        tiny(
-            pretrained='a.pth',
-            init_cfg=dict(type='Pretrained', checkpoint='b.pth'))
-
-
-@pytest.mark.parametrize('scope', ['mmpretrain', 'mmseg', 'mmdet'])
-def test_build_from_host_registries(scope):
-    registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
-    model = registry.build(
-        dict(type='mmlocat.LaStViT', arch=TINY, img_size=32, patch_size=8))
-    assert isinstance(model, LaStViT)
-
-
 @pytest.mark.parametrize('size', [32, 48])
 @pytest.mark.parametrize('pooling', ['lazy_strike', 'cls'])
 def test_out_types_at_two_sizes(size, pooling):
@@ -273,17 +220,6 @@ def test_forward_with_scores(pooling):
     cos = torch.nn.functional.cosine_similarity(
         feat, out['global_token'][:, None], dim=-1)
     torch.testing.assert_close(out['patch_score'].flatten(1), cos)
-
-
-def test_frozen_stays_eval_without_grads():
-    model = tiny(frozen=True, drop_rate=0.1)
-    model.train()
-    assert not model.training
-    assert all(not m.training for m in model.modules())
-    assert all(not p.requires_grad for p in model.parameters())
-    plain = tiny()
-    plain.train()
-    assert plain.training and all(p.requires_grad for p in plain.parameters())
 
 
 def test_layer_depth_and_bad_options():

@@ -229,23 +229,6 @@ def test_last_gaug_gets_zero_grad_without_prr():
 
 
 # ------------------------------------------------------- training utilities
-def test_frozen_stages():
-    model = tiny(
-        arch=dict(TINY, num_layers=3), frozen_stages=2, num_register_tokens=2)
-    model.train()
-    for name in ('cls_token', 'reg_token', 'pos_embed'):
-        assert not getattr(model, name).requires_grad
-    assert not any(p.requires_grad for p in model.patch_embed.parameters())
-    for i, layer in enumerate(model.layers):
-        frozen = i < 2
-        assert all(p.requires_grad != frozen for p in layer.parameters())
-        assert layer.training != frozen
-    assert model.ln1.weight.requires_grad
-    all_frozen = tiny(frozen_stages=2, out_type='avg_featmap')
-    assert not all_frozen.ln1.weight.requires_grad
-    assert not all_frozen.ln2.weight.requires_grad
-
-
 def test_get_layer_depth():
     model = tiny(arch=dict(TINY, num_layers=4), num_register_tokens=1)
     total = 6
@@ -264,21 +247,10 @@ def test_get_layer_depth():
         assert model.get_layer_depth(name, 'backbone.') == (depth, total)
 
 
-def test_pretrained_keyword_and_pos_embed_resize(tmp_path):
+def test_pos_embed_resize_keeps_registers():
     torch.manual_seed(0)
     src = tiny(num_register_tokens=2)
     src.init_weights()
-    path = str(tmp_path / 'src.pth')
-    torch.save({'state_dict': src.state_dict()}, path)
-
-    model = tiny(num_register_tokens=2, pretrained=path)
-    assert model.init_cfg == dict(type='Pretrained', checkpoint=path)
-    model.init_weights()
-    for key, value in src.state_dict().items():
-        torch.testing.assert_close(model.state_dict()[key], value)
-    with pytest.raises(ValueError, match='pretrained'):
-        tiny(pretrained=path, init_cfg=dict(type='Pretrained', checkpoint=1))
-
     # A 2x2-grid checkpoint loaded at 4x5: prefix kept, grid resampled.
     big = tiny(img_size=(64, 80), num_register_tokens=2)
     big.load_state_dict(src.state_dict())
@@ -294,21 +266,6 @@ def test_pretrained_keyword_and_pos_embed_resize(tmp_path):
         tiny(
             img_size=64, num_register_tokens=1).load_state_dict(
                 src.state_dict(), strict=False)
-
-
-@pytest.mark.parametrize('host', ['mmpretrain', 'mmseg', 'mmdet'])
-def test_build_from_host_registries(host):
-    registry = __import__(f'{host}.registry', fromlist=['MODELS']).MODELS
-    backbone = registry.build(
-        dict(
-            type='mmlocat.LocAtViT',
-            arch=TINY,
-            img_size=32,
-            out_type='featmap',
-            out_indices=(0, 1)))
-    assert isinstance(backbone, LocAtViT)
-    outs = backbone(torch.rand(1, 3, 64, 48))
-    assert [o.shape for o in outs] == [(1, 32, 4, 3)] * 2
 
 
 # ------------------------------------------------- parity with public model

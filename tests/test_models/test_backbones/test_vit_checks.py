@@ -3,13 +3,18 @@
 LocAtViT, LaStViT, CLIPViT and EVA02CLIPViT (tiny archs, random init):
 strict ``Pretrained`` loading (missing prefix, foreign checkpoint, other
 arch, plain ViT into LocAtViT, position-embedding resize), ``out_indices``
-/ ``frozen_stages`` validation, empty batches and non-finite inputs.
+/ ``frozen_stages`` validation, empty batches and non-finite inputs, and
+dense outputs that are contiguous NCHW.
 """
 import pytest
 import torch
 import torchvision
 from helpers.host_sync import HostSyncCounter as SyncCounter
 from helpers.tiny_archs import tiny_vit
+from mmdet.models.necks import FPN
+from mmdet.models.roi_heads.roi_extractors import SingleRoIExtractor
+from mmdet.utils import register_all_modules
+from torchvision.ops import roi_align
 
 import mmlocat  # noqa: F401
 from mmlocat.models.backbones import CLIPViT, EVA02CLIPViT, LaStViT, LocAtViT
@@ -55,34 +60,70 @@ def test_converted_checkpoint_loads_with_prefix(name, tmp_path):
     model.init_weights()
     for key, value in src.state_dict().items():
         torch.testing.assert_close(model.state_dict()[key], value)
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x)[0], src.eval()(x)[0])
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_missing_prefix_names_the_fix(name, tmp_path):
+def test_pretrained_keyword(name, tmp_path):
+    """mmseg's ``pretrained=`` is a strict ``Pretrained`` init_cfg."""
+    torch.manual_seed(0)
     src = build(name)
-    sd = prefixed(src)
-    sd['head.layers.head.weight'] = torch.zeros(10, 32)  # a classifier ckpt
+    src.init_weights()
+    path = save(tmp_path, src.state_dict())
+    model = build(name, pretrained=path)
+    assert model.init_cfg == dict(type='Pretrained', checkpoint=path)
+    model.init_weights()
+    for key, value in src.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value)
+    with pytest.raises(ValueError, match='pretrained or init_cfg'):
+        build(name, pretrained=path, init_cfg=pretrained(path))
+
+
+MISSING = {
+    'locat': 'layers.1.attn.gaug.log_var.weight',
+    'last': 'ln1.weight',
+    'clip': 'layers.1.ln1.weight',
+    'eva02': 'layers.1.attn.q_proj.bias',
+}
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_missing_key_refused_unless_allowed(name, tmp_path):
+    """A checkpoint without a weight refuses instead of leaving it random
+    (for LocAtViT: one with some GAug weights must have all), unless the
+    caller names the key as new."""
+    sd = prefixed(build(name))
+    del sd['backbone.' + MISSING[name]]
     path = save(tmp_path, sd)
-    model = build(name, init_cfg=pretrained(path))
+    model = build(name, init_cfg=pretrained(path, prefix='backbone.'))
+    with pytest.raises(RuntimeError, match=MISSING[name]):
+        model.init_weights()
+    build(
+        name,
+        init_cfg=pretrained(
+            path, prefix='backbone.',
+            allowed_missing=[MISSING[name]])).init_weights()
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_wrong_checkpoints_name_the_fix(name, tmp_path):
+    """A classifier checkpoint without ``prefix``; a real torchvision
+    ResNet-18 state dict (loads nothing); a 32-wide ('T') checkpoint into a
+    48-wide ('S') model: each an error that says what is wrong."""
+    sd = prefixed(build(name))
+    path = save(tmp_path, sd)
+    sd['head.layers.head.weight'] = torch.zeros(10, 32)  # a classifier ckpt
+    model = build(name, init_cfg=pretrained(save(tmp_path, sd, 'cls.pth')))
     with pytest.raises(ValueError, match=r"add prefix='backbone\.'"):
         model.init_weights()
-
-
-@pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_foreign_checkpoint_is_refused(name, tmp_path):
-    """A real torchvision ResNet-18 state dict loads nothing: an error."""
-    path = save(tmp_path, torchvision.models.resnet18().state_dict())
-    model = build(name, init_cfg=pretrained(path))
+    resnet = save(tmp_path, torchvision.models.resnet18().state_dict(), 'r')
+    model = build(name, init_cfg=pretrained(resnet))
     with pytest.raises(RuntimeError, match='loaded 0 of 1') as err:
         model.init_weights()
     assert 'partly random' in str(err.value)
     assert 'conv1.weight' in str(err.value)
-
-
-@pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_other_arch_is_a_size_mismatch(name, tmp_path):
-    """A 32-wide ('T') checkpoint into a 48-wide ('S') model."""
-    path = save(tmp_path, prefixed(build(name)))
     model = build(
         name, arch=WIDE, init_cfg=pretrained(path, prefix='backbone.'))
     with pytest.raises(RuntimeError, match='another shape') as err:
@@ -113,42 +154,27 @@ def test_plain_vit_into_locat_only_gaug_is_new(tmp_path):
     model.init_weights()
     for key, value in plain.state_dict().items():
         torch.testing.assert_close(model.state_dict()[key], value)
-    # a checkpoint with some GAug weights must have all of them
-    sd = prefixed(build('locat'))
-    del sd['backbone.layers.1.attn.gaug.log_var.weight']
-    path = save(tmp_path, sd, 'half.pth')
-    model = build('locat', init_cfg=pretrained(path, prefix='backbone.'))
-    with pytest.raises(RuntimeError, match='layers.1.attn.gaug.log_var'):
-        model.init_weights()
-    # nothing else may be new: LaStViT has no new keys
-    path = save(tmp_path, prefixed(plain), 'plain.pth')
-    sd = prefixed(build('last'))
-    del sd['backbone.ln1.weight']
-    model = build(
-        'last',
-        init_cfg=pretrained(save(tmp_path, sd, 'l.pth'), prefix='backbone.'))
-    with pytest.raises(RuntimeError, match='ln1.weight'):
-        model.init_weights()
 
 
-def test_bad_pretrained_cfgs(tmp_path):
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_bad_pretrained_cfgs(name, tmp_path):
     with pytest.raises(FileNotFoundError, match='no/such.pth'):
-        build('locat', init_cfg=pretrained('no/such.pth')).init_weights()
-    path = save(tmp_path, prefixed(build('locat')))
+        build(name, init_cfg=pretrained('no/such.pth')).init_weights()
+    path = save(tmp_path, prefixed(build(name)))
     with pytest.raises(ValueError, match='unknown init_cfg'):
-        build('locat', init_cfg=pretrained(path, strict=False)).init_weights()
+        build(name, init_cfg=pretrained(path, strict=False)).init_weights()
     with pytest.raises(ValueError, match="starts with 'head.'"):
-        build('locat', init_cfg=pretrained(path, prefix='head')).init_weights()
+        build(name, init_cfg=pretrained(path, prefix='head')).init_weights()
     # scoped / class spellings of Pretrained are strict too, and a list
     # holding a Pretrained entry (mmengine's lenient loader) is refused
     from mmengine.model.weight_init import PretrainedInit
     for init_type in ('mmengine.Pretrained', PretrainedInit):
         cfg = dict(pretrained(path), type=init_type)
         with pytest.raises(ValueError, match="add prefix='backbone.'"):
-            build('locat', init_cfg=cfg).init_weights()
+            build(name, init_cfg=cfg).init_weights()
     listed = [pretrained(path), dict(type='Constant', val=0, layer='Linear')]
     with pytest.raises(ValueError, match='list with a Pretrained entry'):
-        build('locat', init_cfg=listed).init_weights()
+        build(name, init_cfg=listed).init_weights()
 
 
 # ---------------------------------------------------------------- arguments
@@ -168,8 +194,11 @@ def test_out_indices_validated(name):
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_frozen_stages_bounded(name):
-    model = build(name, frozen_stages=3)
+    model = build(name, frozen_stages=3, out_type='avg_featmap')
     assert not any(p.requires_grad for p in model.layers.parameters())
+    # all blocks frozen: the final norm and the GAP norm too
+    assert not model.ln1.weight.requires_grad
+    assert not model.ln2.weight.requires_grad
     for bad in (4, 99, -2):
         with pytest.raises(ValueError, match='frozen_stages'):
             build(name, frozen_stages=bad)
@@ -186,13 +215,51 @@ def test_one_freezing_mechanism(name):
     assert not any(p.requires_grad for m in stem for p in m.parameters())
     assert not any(m.training for m in stem)
     assert not any(t.requires_grad for t in model.prefix_tokens())
+    assert not model.cls_token.requires_grad
+    if name == 'locat':
+        assert not model.reg_token.requires_grad
     assert not model.pos_embed.requires_grad
     assert all(p.requires_grad for p in model.layers[2].parameters())
+    assert model.ln1.weight.requires_grad
     assert model.layers[2].training and model.drop_after_pos.training is False
-    model = build(name, frozen=True, **extra).train()
+    plain = build(name).train()
+    assert plain.training and all(p.requires_grad for p in plain.parameters())
+    # frozen: eval without grads, deterministic despite dropout / drop path
+    model = build(
+        name,
+        arch=dict(ARCH, output_dims=8) if name == 'clip' else ARCH,
+        frozen=True,
+        drop_rate=0.1,
+        drop_path_rate=0.1,
+        **extra).train()
     assert model.frozen and not model.training
     assert not any(m.training for m in model.modules())
     assert not any(p.requires_grad for p in model.parameters())
+    if name == 'clip':
+        assert not model.proj.requires_grad
+    x = torch.randn(1, 3, 32, 32)
+    y = model(x)[0]
+    assert not y.requires_grad
+    torch.testing.assert_close(y, model(x)[0])
+
+
+@pytest.mark.parametrize('host', ['mmpretrain', 'mmseg', 'mmdet'])
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_build_from_host_registries(name, host):
+    registry = __import__(f'{host}.registry', fromlist=['MODELS']).MODELS
+    model = registry.build(
+        dict(
+            type=f'mmlocat.{BACKBONES[name].__name__}',
+            arch=ARCH,
+            img_size=32,
+            patch_size=16,
+            out_type='featmap',
+            out_indices=(0, 1),
+            frozen=True))
+    assert isinstance(model, BACKBONES[name]) and model.frozen
+    assert not model.training
+    outs = model(torch.rand(1, 3, 64, 48))
+    assert [o.shape for o in outs] == [(1, 32, 4, 3)] * 2
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
@@ -423,6 +490,8 @@ def test_projection_left_out_by_a_tower_without_one(name, part, tmp_path):
         ('projection' if part == 'proj' else 'head'))
     model.init_weights()
     torch.testing.assert_close(model.ln1.weight, src.ln1.weight)
+    assert getattr(model, part) is None
+    assert model(torch.randn(1, 3, 32, 32))[0].shape == (1, 32)
     # a tower with a projection needs it
     path = save(tmp_path, prefixed(build(name)), 'plain.pth')
     model = build(
@@ -431,6 +500,21 @@ def test_projection_left_out_by_a_tower_without_one(name, part, tmp_path):
         init_cfg=pretrained(path, prefix='backbone.'))
     with pytest.raises(RuntimeError, match=part):
         model.init_weights()
+
+
+@pytest.mark.parametrize('name', ['clip', 'eva02'])
+def test_forward_with_scores_adds_projected_embedding(name):
+    model = build(name, arch=dict(ARCH, output_dims=16), img_size=64).eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        out = model.forward_with_scores(x)
+        ref = model(x)
+    assert out['global_token'].shape == (2, 32)
+    assert out['embedding'].shape == (2, 16) == ref[0].shape
+    project = model.head if name == 'eva02' else lambda t: t @ model.proj
+    torch.testing.assert_close(out['embedding'], project(out['global_token']))
+    assert out['patch_score'].shape == (2, 1, 4, 4)
+    assert out['vote_map'].sum(dim=(1, 2, 3)).eq(32).all()
 
 
 def test_drop_expected_unused_names_whole_parts_only():
@@ -458,3 +542,43 @@ def test_drop_expected_unused_names_whole_parts_only():
     ]
     assert drop_expected_unused(sd, {}, [], 'x.pth', logger=logger) is sd
     assert len(logger.lines) == 1
+
+
+# ------------------------------------------------------------ dense layout
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_featmaps_are_contiguous_and_roi_pooled_right(name):
+    """mmcv's RoIAlign reads its input as contiguous NCHW memory whatever
+    the strides (open-mmlab/mmcv#2203): a permuted (NHWC) feature map, and
+    the FPN outputs computed from it, would be pooled at the wrong places.
+    The reference is torchvision's ``roi_align``, which follows the
+    strides."""
+    register_all_modules()
+    torch.manual_seed(0)
+    backbone = build(
+        name,
+        arch=tiny_vit(),
+        img_size=64,
+        out_type='featmap',
+        out_indices=(0, 1)).eval()
+    channels = backbone.embed_dims
+    fpn = FPN([channels, channels], out_channels=8, num_outs=2).eval()
+    extractor = SingleRoIExtractor(
+        roi_layer=dict(type='RoIAlign', output_size=7, sampling_ratio=0),
+        out_channels=8,
+        featmap_strides=[16, 32])
+    image = torch.rand(1, 3, 96, 128)
+    # small boxes: mmdet maps them to the stride-16 level
+    rois = torch.tensor([[0., 4., 6., 60., 50.], [0., 30., 10., 90., 70.]])
+    with torch.no_grad():
+        featmaps = backbone(image)
+        assert all(f.is_contiguous() for f in featmaps)
+        levels = fpn(featmaps)
+        pooled = extractor(levels[:1], rois)
+    reference = roi_align(
+        levels[0],
+        rois,
+        output_size=7,
+        spatial_scale=1 / 16,
+        sampling_ratio=0,
+        aligned=True)
+    torch.testing.assert_close(pooled, reference, rtol=1e-5, atol=1e-5)

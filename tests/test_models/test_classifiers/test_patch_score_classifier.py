@@ -1,13 +1,14 @@
 """PatchScoreClassifier attaches the right patch scores to predictions."""
 import pytest
 import torch
+from helpers.tiny_archs import tiny_vit
 from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
 import mmlocat  # noqa: F401
 from mmlocat.models.layers import patch_score
 
-ARCH = dict(embed_dims=32, num_layers=1, num_heads=2, feedforward_channels=64)
+ARCH = tiny_vit(num_layers=1)
 HEAD = dict(type='VisionTransformerClsHead', num_classes=5, in_channels=32)
 
 

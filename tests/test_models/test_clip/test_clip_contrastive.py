@@ -13,7 +13,7 @@ import math
 import open_clip
 import pytest
 import torch
-from helpers.tiny_archs import tiny_open_clip_cfg
+from helpers.tiny_archs import tiny_open_clip_cfg, tiny_vit
 from mmpretrain.structures import DataSample
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
@@ -23,12 +23,7 @@ EMBED = 16
 MODEL_CFG = tiny_open_clip_cfg(embed_dim=EMBED, context_length=12)
 TOWER = dict(
     type='mmlocat.CLIPViT',
-    arch=dict(
-        embed_dims=32,
-        num_layers=2,
-        num_heads=2,
-        feedforward_channels=64,
-        output_dims=EMBED),
+    arch=tiny_vit(output_dims=EMBED),
     img_size=32,
     patch_size=8,
     act='gelu',
@@ -384,12 +379,7 @@ def test_lock_text_trains_image_tower_and_scale_only():
 def test_eva02_tower_and_cls_pooling_train():
     eva = dict(
         type='mmlocat.EVA02CLIPViT',
-        arch=dict(
-            embed_dims=32,
-            num_layers=2,
-            num_heads=2,
-            feedforward_channels=48,
-            output_dims=EMBED),
+        arch=tiny_vit(feedforward_channels=48, output_dims=EMBED),
         img_size=32,
         patch_size=8)
     samples = [DataSample(text_tokens=t) for t in _tokens()]

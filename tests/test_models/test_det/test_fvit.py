@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from helpers.fvit import (EMBED, build_detector, det_batch, tiny_fvit_cfg,
                           write_embeddings)
+from helpers.tiny_archs import tiny_vit
 
 from mmlocat.engine.hooks import OVLabelSpaceHook
 from mmlocat.text import save_text_embeddings
@@ -105,8 +106,7 @@ def test_fusion_needs_dense_backbone(emb):
     cfg = tiny_fvit_cfg(emb, NAMES)
     cfg['backbone'] = dict(
         type='mmlocat.LocAtViT',
-        arch=dict(
-            embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64),
+        arch=tiny_vit(num_layers=4),
         img_size=64,
         out_type='featmap',
         out_indices=(0, 1, 2, 3))

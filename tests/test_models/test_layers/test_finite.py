@@ -7,6 +7,7 @@ inference one check with an error that says where the value came from."""
 import pytest
 import torch
 from helpers.host_sync import HostSyncCounter as SyncCounter
+from helpers.tiny_archs import TINY_VIT
 
 from mmlocat.models.backbones import LocAtViT
 from mmlocat.models.layers import lazy_strike_pool, patch_score
@@ -43,11 +44,7 @@ def test_training_forward_has_no_host_sync():
 
 def test_locatvit_train_step_has_no_host_sync():
     """The GAug chunked kernel's forward and backward included."""
-    model = LocAtViT(
-        dict(
-            embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),
-        img_size=32,
-        out_type='cls_token').train()
+    model = LocAtViT(TINY_VIT, img_size=32, out_type='cls_token').train()
     x = torch.randn(2, 3, 48, 32)
     with SyncCounter() as counter:
         model(x)[0].pow(2).sum().backward()

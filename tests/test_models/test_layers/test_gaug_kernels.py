@@ -4,6 +4,7 @@ import functools
 import pytest
 import torch
 from _gaug_inputs import random_gaug, random_qkv
+from helpers.tiny_archs import TINY_VIT, tiny_vit
 
 import mmlocat.models.layers.gaug.dispatch as dispatch
 from mmlocat.models.backbones import LocAtViT
@@ -154,8 +155,7 @@ def test_bf16_autocast():
 def test_locatvit_equal_across_impls(monkeypatch, regs, size):
     monkeypatch.setattr(dispatch, 'flex_gaug_attention',
                         functools.partial(flex_gaug_attention, compiled=False))
-    arch = dict(
-        embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+    arch = TINY_VIT
     torch.manual_seed(0)
     models = {}
     for impl in GAUG_IMPLS:
@@ -216,13 +216,7 @@ def test_resolve_gaug_impl():
         resolve_gaug_impl('flex', q, True, attn_drop_p=0.1)
     with pytest.raises(ValueError, match=r'dict\(impl=\.\.\.\) must be one'):
         LocAtViT(
-            dict(
-                embed_dims=32,
-                num_layers=1,
-                num_heads=2,
-                feedforward_channels=64),
-            img_size=32,
-            gaug_cfg=dict(impl='sparse'))
+            tiny_vit(num_layers=1), img_size=32, gaug_cfg=dict(impl='sparse'))
 
 
 @pytest.mark.parametrize('impl', ['dense', 'chunked', 'auto'])

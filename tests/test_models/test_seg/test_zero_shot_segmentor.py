@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.tiny_archs import tiny_vit
 from mmengine.dataset import pseudo_collate
 from mmengine.registry import init_default_scope
 
@@ -33,12 +34,7 @@ from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
 from mmlocat.text import query_map, save_text_embeddings
 
 EMBED, OUT = 32, 24
-TINY = dict(
-    embed_dims=EMBED,
-    num_layers=2,
-    num_heads=2,
-    feedforward_channels=64,
-    output_dims=OUT)
+TINY = tiny_vit(embed_dims=EMBED, output_dims=OUT)
 
 
 def _tower(patch_size=1, img_size=32, **kwargs):
@@ -533,14 +529,6 @@ def test_bad_inputs(tmp_path):
             text_embeddings=path,
             bg_thresh=0.5,
             classes=names + ['background'])
-    no_proj = dict(TINY, output_dims=None)
-    no_proj.pop('output_dims')
-    with pytest.raises(ValueError, match='no projection'):
-        _build(
-            text_embeddings=path,
-            backbone=dict(
-                type='mmlocat.CLIPViT', arch=no_proj, patch_size=8,
-                act='gelu'))
     wrong_dims = _write_embeddings(tmp_path / 'w.npy', ['a', 'b'],
                                    _orthonormal(2, 16))
     with pytest.raises(ValueError, match='16-d embeddings.*24 dimensions'):
@@ -583,33 +571,32 @@ def test_eva02_tower(tmp_path, tap):
         assert model.predict(x)[0].pred_sem_seg.shape == (32, 48)
 
 
-def test_eva02_tower_without_head_is_refused(tmp_path):
-    path = _write_embeddings(tmp_path / 'e.npy', ['a', 'b'],
-                             _orthonormal(2, OUT))
+@pytest.mark.parametrize(
+    'tower, error, match', [
+        ('CLIPViT', ValueError, 'no projection'),
+        ('EVA02CLIPViT', ValueError, 'no projection to the text space'),
+        ('LaStViT', TypeError, 'LaStViT is not a CLIP tower'),
+    ],
+    ids=['clip', 'eva02', 'last'])
+def test_backbone_must_be_a_clip_tower_with_a_projection(
+        tmp_path, tower, error, match):
+    """Every mmlocat ViT maps its tokens with ``embed_global`` (identity but
+    for CLIP), so the segmentor asks for a CLIP tower's dense map, with a
+    projection to the text space (CLIP's ``proj``, EVA's ``head``); a plain
+    ViT is refused before its embeddings file is read."""
+    path = 'never_read.npy' if tower == 'LaStViT' else _write_embeddings(
+        tmp_path / 'e.npy', ['a', 'b'], _orthonormal(2, OUT))
     arch = {k: v for k, v in TINY.items() if k != 'output_dims'}
-    with pytest.raises(ValueError, match='no projection to the text space'):
+    extra = dict(act='gelu') if tower == 'CLIPViT' else {}
+    with pytest.raises(error, match=match):
         _build(
             text_embeddings=path,
             backbone=dict(
-                type='mmlocat.EVA02CLIPViT',
+                type=f'mmlocat.{tower}',
                 arch=arch,
                 img_size=32,
-                patch_size=8))
-
-
-def test_backbone_must_be_a_clip_tower():
-    """Every mmlocat ViT maps its tokens with ``embed_global`` (identity but
-    for CLIP), so the segmentor asks for a CLIP tower's dense map."""
-    plain = dict(
-        type='mmlocat.LaStViT',
-        arch={
-            k: v
-            for k, v in TINY.items() if k != 'output_dims'
-        },
-        img_size=32,
-        patch_size=16)
-    with pytest.raises(TypeError, match='LaStViT is not a CLIP tower'):
-        _build(backbone=plain, text_embeddings='never_read.npy')
+                patch_size=8,
+                **extra))
 
 
 def _proven_pair(tmp_path, record=None, meta=None, text_model=None):

@@ -1,5 +1,7 @@
-"""Every classification config in configs/locat/ loads and builds, and each
-plain-ViT twin differs from its LocAtViT config only in gaug/prr."""
+"""Every classification config in configs/locat/ and configs/last/ loads
+and builds; each plain-ViT twin differs from its LocAtViT config only in
+gaug/prr, the LaSt-ViT baseline only in the pooling; the LaSt-ViT recipe is
+the public one."""
 import copy
 import glob
 import os.path as osp
@@ -7,6 +9,7 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
+from helpers.tiny_archs import TINY_VIT
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
@@ -20,7 +23,8 @@ CLS_CONFIGS = sorted(
                     'vit-t_cifar100.py', 'locat-t_mini-imagenet.py',
                     'vit-t_mini-imagenet.py')
     for p in glob.glob(osp.join(CFG_DIR, pattern)))
-TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+TINY = TINY_VIT
+LAST = ('last-b_8xb512_in1k.py', 'vit-b_8xb512_in1k.py')  # configs/last/
 EXPECTED = {
     'locat-t_8xb128_in1k.py': ('t', 0.1, 192),
     'locat-s_8xb128_in1k.py': ('deit-small', 0.2, 384),
@@ -33,7 +37,9 @@ _LOADED = {}
 def load(name: str) -> Config:
     """Load once per session (resolving mmpretrain:: bases is slow)."""
     if name not in _LOADED:
-        _LOADED[name] = Config.fromfile(osp.join(CFG_DIR, name))
+        folder = 'last' if name in LAST else 'locat'
+        _LOADED[name] = Config.fromfile(
+            osp.join(REPO, 'configs', folder, name))
     return copy.deepcopy(_LOADED[name])
 
 
@@ -46,25 +52,32 @@ def test_expected_configs_exist():
         assert f'vit-t_{data}.py' in CLS_CONFIGS
 
 
-@pytest.mark.parametrize('name', CLS_CONFIGS)
+@pytest.mark.parametrize('name', CLS_CONFIGS + list(LAST))
 def test_config_loads_and_model_builds(name):
     from mmpretrain.registry import MODELS
     cfg = load(name)
     assert cfg.custom_imports == dict(
         imports=['mmlocat'], allow_failed_imports=False)
     assert cfg.default_scope == 'mmpretrain'
-    assert cfg.model.backbone.type == 'mmlocat.LocAtViT'
-    assert cfg.data_preprocessor.mean == [127.5] * 3
     model_cfg = copy.deepcopy(cfg.model)
     model_cfg.backbone.arch = TINY  # building B/L for real is slow
     model_cfg.head.in_channels = 32
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
-        model = MODELS.build(model_cfg)
-    gaug = name.startswith('locat')
-    assert (model.backbone.layers[0].attn.gaug is not None) == gaug
-    assert (model.backbone.pool.prr is not None) == gaug
-    out = model(torch.rand(1, 3, 32, 32), mode='tensor')
-    assert out.shape == (1, cfg.model.head.num_classes)
+        model = MODELS.build(model_cfg).eval()
+    if name in LAST:
+        assert model.backbone.pooling == ('lazy_strike' if
+                                          name.startswith('last') else 'cls')
+        x, num_classes = torch.rand(2, 3, 224, 224), 1000
+    else:
+        assert cfg.model.backbone.type == 'mmlocat.LocAtViT'
+        assert cfg.data_preprocessor.mean == [127.5] * 3
+        gaug = name.startswith('locat')
+        assert (model.backbone.layers[0].attn.gaug is not None) == gaug
+        assert (model.backbone.pool.prr is not None) == gaug
+        x, num_classes = torch.rand(1, 3, 32, 32), cfg.model.head.num_classes
+    with torch.no_grad():
+        out = model(x, mode='tensor')
+    assert out.shape == (len(x), num_classes)
 
 
 @pytest.mark.parametrize('name', [n for n in CLS_CONFIGS if n[:3] == 'vit'])
@@ -109,7 +122,8 @@ def test_recipe_values():
 
 
 @pytest.mark.parametrize('name', [
-    'locat-t_8xb128_in1k.py', 'locat-t_cifar100.py', 'locat-t_mini-imagenet.py'
+    'locat-t_8xb128_in1k.py', 'locat-t_cifar100.py',
+    'locat-t_mini-imagenet.py', 'last-b_8xb512_in1k.py'
 ])
 def test_pipelines_run(name):
     from mmengine.dataset import Compose
@@ -142,3 +156,42 @@ def test_locat_s_is_deit_small():
         model = MODELS.build(backbone)
     assert model.embed_dims == 384 and len(model.layers) == 12
     assert model.layers[0].attn.num_heads == 6
+
+
+def test_public_recipe():
+    cfg = load('last-b_8xb512_in1k.py')
+    backbone = cfg.model.backbone
+    assert (backbone.type, backbone.arch, backbone.topk,
+            backbone.out_type) == ('mmlocat.LaStViT', 'b', 1, 'cls_token')
+    assert cfg.model.head.type == 'VisionTransformerClsHead'
+    assert cfg.model.head.in_channels == 768
+    assert 'train_cfg' not in cfg.model  # no mixup / cutmix
+    assert cfg.model.head.loss.type == 'CrossEntropyLoss'
+    assert cfg.train_cfg.max_epochs == 100
+    assert cfg.train_dataloader.batch_size * 8 == 4096
+    assert cfg.auto_scale_lr.base_batch_size == 4096
+    optim = cfg.optim_wrapper
+    assert optim.optimizer.type == 'AdamW'
+    assert optim.optimizer.lr == 1e-3
+    assert optim.optimizer.weight_decay == 0.3
+    assert tuple(optim.optimizer.betas) == (0.9, 0.95)
+    warmup, cosine = cfg.param_scheduler
+    assert (warmup.type, warmup.start_factor, warmup.begin,
+            warmup.end) == ('LinearLR', 0.1, 0, 1)  # 1 of 100 epochs
+    assert (cosine.type, cosine.begin, cosine.end) == ('CosineAnnealingLR', 1,
+                                                       100)
+    assert warmup.convert_to_iter_based and cosine.convert_to_iter_based
+    assert cosine.eta_min == pytest.approx(1e-6)
+    train = [t.type for t in cfg.train_dataloader.dataset.pipeline]
+    assert train == [
+        'LoadImageFromFile', 'RandomResizedCrop', 'RandomFlip', 'PackInputs'
+    ]
+    assert cfg.data_preprocessor.mean == [123.675, 116.28, 103.53]
+
+
+def test_baseline_changes_only_the_pooling():
+    last = load('last-b_8xb512_in1k.py').to_dict()
+    vit = load('vit-b_8xb512_in1k.py').to_dict()
+    assert last['model']['backbone'].pop('pooling') == 'lazy_strike'
+    assert vit['model']['backbone'].pop('pooling') == 'cls'
+    assert last == vit
