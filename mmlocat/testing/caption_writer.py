@@ -26,9 +26,9 @@ from .common import check_sizes, dump_json, image_rng, jpg_bytes, save_jpg
 from .shapes import _shape_mask
 
 __all__ = [
-    'CAPTIONS_OWNED', 'CC3M_OWNED', 'CC3M_SHARDS', 'CAPTION_COLOURS', 'CAPTION_SHAPES',
-    'CAPTION_BACKGROUNDS', 'caption_class_names', 'write_captions',
-    'write_cc3m'
+    'CAPTIONS_OWNED', 'CC3M_OWNED', 'CC3M_SHARDS', 'CAPTION_COLOURS',
+    'CAPTION_SHAPES', 'CAPTION_BACKGROUNDS', 'caption_class_names',
+    'write_captions', 'write_cc3m'
 ]
 
 CAPTIONS_OWNED = ('train2017', 'val2017', 'annotations', 'zeroshot', 'shards')
@@ -128,7 +128,11 @@ def _write_tar(path: str, samples: List[Tuple[str, bytes, List[str]]]) -> None:
     # mtime fixed: same arguments, same bytes
     with wds.TarWriter(path, mtime=0.0) as sink:
         for key, jpg, captions in samples:
-            sink.write({'__key__': key, 'jpg': jpg, 'txt': '\n'.join(captions)})
+            sink.write({
+                '__key__': key,
+                'jpg': jpg,
+                'txt': '\n'.join(captions)
+            })
     dump_json(
         recorded_count_file(path),
         dict(count=len(samples), successes=len(samples)))
@@ -189,12 +193,11 @@ def write_cc3m(root: str,
             if index not in drawn:
                 rng = image_rng(seed, 'train', index)
                 look = _look(index, rng)
-                drawn[index] = (jpg_bytes(_draw(rng, hw, *look)),
-                                _captions(*look))
+                drawn[index] = (jpg_bytes(_draw(rng, hw,
+                                                *look)), _captions(*look))
             samples.append((f'{k:05d}{j:04d}', ) + drawn[index])
         _write_tar(osp.join(root, f'{k:05d}.tar'), samples)
-    return dict(
-        data_root=root, ann_file=f'{{00000..{shards - 1:05d}}}.tar')
+    return dict(data_root=root, ann_file=f'{{00000..{shards - 1:05d}}}.tar')
 
 
 def _write_zeroshot(root: str, per_class: int, hw: Tuple[int, int],

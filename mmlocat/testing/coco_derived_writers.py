@@ -95,11 +95,10 @@ def derive_coco_captions(root: str, coco_paths: Dict) -> Dict:
     paths = dict(data_root=root)
     for split in ('train', 'val'):
         coco = _load(root, coco_paths[f'{split}_ann_file'])
-        images = [
-            {k: i[k]
-             for k in ('id', 'file_name', 'height', 'width')}
-            for i in coco['images']
-        ]
+        images = [{
+            k: i[k]
+            for k in ('id', 'file_name', 'height', 'width')
+        } for i in coco['images']]
         annotations = _captions(coco)
         if split == 'train':
             first = images[0]
@@ -107,8 +106,10 @@ def derive_coco_captions(root: str, coco_paths: Dict) -> Dict:
                 osp.join(root, coco_paths['train_img_dir'],
                          first['file_name']), osp.join(root, _EXTRA_TRAIN))
             images.append(
-                dict(first, id=VAL_ID_OFFSET,
-                     file_name=osp.basename(_EXTRA_TRAIN)))
+                dict(
+                    first,
+                    id=VAL_ID_OFFSET,
+                    file_name=osp.basename(_EXTRA_TRAIN)))
             annotations += [
                 dict(a, id=len(annotations) + k, image_id=VAL_ID_OFFSET)
                 for k, a in enumerate(

@@ -14,8 +14,9 @@ import numpy as np
 from PIL import Image
 
 __all__ = [
-    'FIXED_DATE', 'image_rng', 'jpg_bytes', 'save_jpg', 'save_png', 'dump_json',
-    'dump_instances_json', 'evenly_spaced', 'check_sizes', 'add_voc_object'
+    'FIXED_DATE', 'image_rng', 'jpg_bytes', 'save_jpg', 'save_png',
+    'dump_json', 'dump_instances_json', 'evenly_spaced', 'check_sizes',
+    'add_voc_object'
 ]
 
 # The one date written into COCO-style files (no wall clock: deterministic).

@@ -11,8 +11,8 @@ import traceback
 from typing import List, Tuple
 from unittest import mock
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+REPO = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _Tee(io.TextIOBase):

@@ -2,8 +2,6 @@
 (mmlocat.utils.data_root.retarget_data_root), and the tiny-data command
 writes the layout the shipped configs read."""
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 from mmengine.config import Config
@@ -147,34 +145,5 @@ def test_nested_datasets_evaluators_and_other_paths(tmp_path):
         retarget_data_root(Config(dict(a='b')), root)
 
 
-@pytest.mark.e2e
-def test_train_one_iteration_from_the_tiny_data(tiny_root, tmp_path, repo_root,
-                                                subprocess_env):
-    """A segmentation recipe trains one CPU iteration from the tiny data
-    with ``--data-root``, a schedule override and (no downloaded weights
-    here) a random backbone; the flag prints what it moved."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            'tools/train.py',
-            'configs/locat/upernet_locat-t_ade20k.py',
-            '--data-root',
-            tiny_root,
-            '--work-dir',
-            str(tmp_path / 'work'),
-            '--cfg-options',
-            'train_cfg.max_iters=1',
-            'train_dataloader.batch_size=2',
-            # no ImageNet weights in a test: the backbone starts at random
-            'model.backbone.init_cfg=None'
-        ],
-        cwd=repo_root,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (f'--data-root: train_dataloader.dataset.data_root: '
-            f'data/ade/ADEChallengeData2016 -> {tiny_root}/ade/'
-            'ADEChallengeData2016') in proc.stdout
-    assert osp.isfile(tmp_path / 'work' / 'iter_1.pth')
+# The training run from the tiny data with --data-root (UperNet and every
+# other family): tests/test_tools/test_smoke_recipes.py.

@@ -13,8 +13,8 @@ from downloaded CLIP text weights)."""
 import os.path as osp
 
 import pytest
-
 from helpers.smoke import run_script
+
 from mmlocat.testing import DEFAULT_SUBDIRS, generate
 
 KINDS = ('ade20k', 'pascal_voc', 'pascal_voc07', 'coco', 'lvis', 'imagenet',
@@ -36,8 +36,7 @@ CORLOC = ['test_dataloader.dataset.expected_num_images=None']
 # (family, config, options) of the training recipes
 TRAIN = [
     ('locat-in1k', 'configs/locat/locat-t_8xb128_in1k.py', EPOCHS),
-    ('locat-mini-imagenet', 'configs/locat/locat-t_mini-imagenet.py',
-     EPOCHS),
+    ('locat-mini-imagenet', 'configs/locat/locat-t_mini-imagenet.py', EPOCHS),
     ('locat-probe', 'configs/locat/probe_locat-t_ade20k.py',
      ITERS + NO_WEIGHTS),
     ('locat-upernet', 'configs/locat/upernet_locat-t_ade20k.py',
@@ -49,7 +48,6 @@ TRAIN = [
      'configs/last/clip_last-b16_8xb64_coco-caption-no-lvis-val.py',
      ITERS + LAST_CLIP),
 ]
-
 
 # (family, config, options) of the evaluation-only recipes
 TEST = [
@@ -73,16 +71,20 @@ def tiny_root(tmp_path_factory):
 
 @pytest.mark.e2e
 @pytest.mark.slow
-@pytest.mark.parametrize('family,config,options', TRAIN,
-                         ids=[t[0] for t in TRAIN])
+@pytest.mark.parametrize(
+    'family,config,options', TRAIN, ids=[t[0] for t in TRAIN])
 def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
     work = str(tmp_path / 'work')
     code, out = run_script('tools/train.py', [
-        config, '--data-root', tiny_root, '--work-dir', work,
-        '--cfg-options', *options
+        config, '--data-root', tiny_root, '--work-dir', work, '--cfg-options',
+        *options
     ])
     assert code in (0, None), out[-6000:]
     assert '--data-root: ' in out
+    if family == 'locat-upernet':  # each moved path is printed
+        assert ('--data-root: train_dataloader.dataset.data_root: '
+                f'data/ade/ADEChallengeData2016 -> {tiny_root}/ade/'
+                'ADEChallengeData2016') in out
     # trained and saved: one epoch (of one iteration) or one iteration
     name = 'epoch_1.pth' if options is EPOCHS else 'iter_1.pth'
     assert osp.isfile(osp.join(work, name)), out[-3000:]
@@ -90,18 +92,20 @@ def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.slow
-@pytest.mark.parametrize('family,config,options', TEST,
-                         ids=[t[0] for t in TEST])
+@pytest.mark.parametrize(
+    'family,config,options', TEST, ids=[t[0] for t in TEST])
 def test_evaluate_once(family, config, options, tiny_root, tmp_path):
     checkpoint = str(tmp_path / 'init.pth')
     code, out = run_script('tools/misc/init_checkpoint.py',
                            [config, checkpoint])
     assert code in (0, None), out[-6000:]
-    args = [config, checkpoint, '--data-root', tiny_root, '--work-dir',
-            str(tmp_path / 'work')]
+    args = [
+        config, checkpoint, '--data-root', tiny_root, '--work-dir',
+        str(tmp_path / 'work')
+    ]
     code, out = run_script(
-        'tools/test.py', args + (['--cfg-options', *options] if options
-                                 else []))
+        'tools/test.py',
+        args + (['--cfg-options', *options] if options else []))
     assert code in (0, None), out[-6000:]
     assert '--data-root: ' in out
     assert 'Epoch(test) [' in out, out[-3000:]
