@@ -20,6 +20,7 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
 from mmlocat.utils.launch import (add_cfg_options, load_config,
                                   merge_cfg_options)
+from mmlocat.utils.output_guard import refuse_output_over_input
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -32,6 +33,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    refuse_output_over_input(dict(OUT=args.out), dict(CONFIG=args.config))
     cfg = load_config(args.config)
     merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
     init_default_scope(cfg.get('default_scope', 'mmengine'))
