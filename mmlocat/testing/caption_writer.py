@@ -22,12 +22,13 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from .common import check_sizes, dump_json, image_rng, save_jpg
+from .common import check_sizes, dump_json, image_rng, jpg_bytes, save_jpg
 from .shapes import _shape_mask
 
 __all__ = [
-    'CAPTIONS_OWNED', 'CAPTION_COLOURS', 'CAPTION_SHAPES',
-    'CAPTION_BACKGROUNDS', 'caption_class_names', 'write_captions'
+    'CAPTIONS_OWNED', 'CC3M_OWNED', 'CC3M_SHARDS', 'CAPTION_COLOURS',
+    'CAPTION_SHAPES', 'CAPTION_BACKGROUNDS', 'caption_class_names',
+    'write_captions', 'write_cc3m'
 ]
 
 CAPTIONS_OWNED = ('train2017', 'val2017', 'annotations', 'zeroshot', 'shards')
@@ -115,37 +116,88 @@ def _write_split(root: str, split: str, num: int, hw: Tuple[int, int],
         f.write(''.join(tsv))
 
 
-def _write_shards(root: str, split: str, num: int, shards: int) -> str:
-    """The split's images (the same JPEG bytes) and captions, one caption
-    a line in ``key.txt``, as ``shards`` webdataset tar shards written by
-    webdataset's own ``TarWriter``; returns the shard list pattern."""
-    from mmlocat.datasets.caption_shards import import_webdataset
+def _write_tar(path: str, samples: List[Tuple[str, bytes, List[str]]]) -> None:
+    """``(key, jpg bytes, captions)`` samples as one webdataset tar shard
+    (webdataset's own ``TarWriter``; captions one a line in ``key.txt``)
+    plus img2dataset's per-shard record ``<stem>_stats.json``, which the
+    dataset checks."""
+    from mmlocat.datasets.caption_shards import (import_webdataset,
+                                                 recorded_count_file)
     wds = import_webdataset()
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    # mtime fixed: same arguments, same bytes
+    with wds.TarWriter(path, mtime=0.0) as sink:
+        for key, jpg, captions in samples:
+            sink.write({
+                '__key__': key,
+                'jpg': jpg,
+                'txt': '\n'.join(captions)
+            })
+    dump_json(
+        recorded_count_file(path),
+        dict(count=len(samples), successes=len(samples)))
+
+
+def _write_shards(root: str, split: str, num: int, shards: int) -> str:
+    """The split's images (the same JPEG bytes) and captions as ``shards``
+    webdataset tar shards; returns the shard list pattern."""
     folder = f'{split}2017'
     with open(osp.join(root, 'annotations', f'captions_{folder}.json')) as f:
         captions: Dict[int, List[str]] = {}
         for ann in json.load(f)['annotations']:
             captions.setdefault(ann['image_id'], []).append(ann['caption'])
-    os.makedirs(osp.join(root, 'shards'), exist_ok=True)
     per_shard = -(-num // shards)
     for k in range(shards):
-        path = osp.join(root, 'shards', f'{split}-{k:06d}.tar')
-        # mtime fixed: same arguments, same bytes
-        keys = range(k * per_shard, min(num, (k + 1) * per_shard))
-        with wds.TarWriter(path, mtime=0.0) as sink:
-            for i in keys:
-                with open(osp.join(root, folder, f'{i:06d}.jpg'), 'rb') as f:
-                    jpg = f.read()
-                sink.write({
-                    '__key__': f'{i:06d}',
-                    'jpg': jpg,
-                    'txt': '\n'.join(captions[i])
-                })
-        # img2dataset's per-shard record, which the dataset checks
-        dump_json(
-            osp.join(root, 'shards', f'{split}-{k:06d}_stats.json'),
-            dict(count=len(keys), successes=len(keys)))
+        samples = []
+        for i in range(k * per_shard, min(num, (k + 1) * per_shard)):
+            with open(osp.join(root, folder, f'{i:06d}.jpg'), 'rb') as f:
+                samples.append((f'{i:06d}', f.read(), captions[i]))
+        _write_tar(osp.join(root, 'shards', f'{split}-{k:06d}.tar'), samples)
     return f'shards/{split}-{{000000..{shards - 1:06d}}}.tar'
+
+
+#: Shards of the LaSt-CLIP recipes' CC3M (``configs/last/_base_/
+#: clip_cc3m.py``: img2dataset's ``{00000..00331}.tar``).
+CC3M_SHARDS = 332
+CC3M_OWNED = tuple(f'{k:05d}{ext}' for k in range(CC3M_SHARDS)
+                   for ext in ('.tar', '_stats.json'))
+
+
+def write_cc3m(root: str,
+               num_train: int,
+               num_val: int,
+               img_size: Tuple[int, int],
+               seed: int,
+               shards: int = CC3M_SHARDS) -> Dict:
+    """CC3M as img2dataset writes it: ``root/{00000..NNNNN}.tar`` (keys
+    ``<shard:05d><index:04d>``, ``key.jpg`` + ``key.txt``) and
+    ``root/NNNNN_stats.json``; every shard the recipes list exists.
+
+    Args:
+        root: Output folder (the recipes' ``data/cc3m``).
+        num_train: Distinct captioned images, spread over the shards
+            (each shard holds at least one; they repeat if fewer).
+        num_val: Unused (CC3M's validation is not read by the recipes).
+        img_size: ``(H, W)``.
+        seed: Same seed, same bytes.
+        shards: Number of shards (the recipes list 332).
+    """
+    hw = check_sizes(num_train, max(num_val, 1), img_size)
+    drawn: Dict[int, Tuple[bytes, List[str]]] = {}
+    per_shard = max(1, -(-num_train // shards))
+    for k in range(shards):
+        samples = []
+        for j in range(per_shard):
+            # fewer images than shards: they repeat (each shard holds one)
+            index = (k * per_shard + j) % num_train
+            if index not in drawn:
+                rng = image_rng(seed, 'train', index)
+                look = _look(index, rng)
+                drawn[index] = (jpg_bytes(_draw(rng, hw,
+                                                *look)), _captions(*look))
+            samples.append((f'{k:05d}{j:04d}', ) + drawn[index])
+        _write_tar(osp.join(root, f'{k:05d}.tar'), samples)
+    return dict(data_root=root, ann_file=f'{{00000..{shards - 1:05d}}}.tar')
 
 
 def _write_zeroshot(root: str, per_class: int, hw: Tuple[int, int],

@@ -3,6 +3,7 @@
 Writers must be byte-for-byte deterministic: images are encoded with fixed
 settings, JSON is dumped with a fixed layout and nothing records the time.
 """
+import io
 import json
 import os
 import os.path as osp
@@ -13,8 +14,9 @@ import numpy as np
 from PIL import Image
 
 __all__ = [
-    'FIXED_DATE', 'image_rng', 'save_jpg', 'save_png', 'dump_json',
-    'dump_instances_json', 'evenly_spaced', 'check_sizes', 'add_voc_object'
+    'FIXED_DATE', 'image_rng', 'jpg_bytes', 'save_jpg', 'save_png',
+    'dump_json', 'dump_instances_json', 'evenly_spaced', 'check_sizes',
+    'add_voc_object'
 ]
 
 # The one date written into COCO-style files (no wall clock: deterministic).
@@ -34,13 +36,22 @@ def _parent(path: str) -> None:
     os.makedirs(osp.dirname(path) or '.', exist_ok=True)
 
 
+def jpg_bytes(image: np.ndarray) -> bytes:
+    """An ``(H, W, 3)`` uint8 RGB array encoded as JPEG."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError('a JPEG takes an (H, W, 3) uint8 array, got '
+                         f'{image.dtype} {image.shape}')
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format='JPEG', quality=95, subsampling=0)
+    return buf.getvalue()
+
+
 def save_jpg(path: str, image: np.ndarray) -> None:
     """Save an ``(H, W, 3)`` uint8 RGB array as a JPEG."""
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError('save_jpg expects an (H, W, 3) uint8 array, got '
-                         f'{image.dtype} {image.shape}')
+    data = jpg_bytes(image)
     _parent(path)
-    Image.fromarray(image).save(path, format='JPEG', quality=95, subsampling=0)
+    with open(path, 'wb') as f:
+        f.write(data)
 
 
 def save_png(path: str, label: np.ndarray) -> None:

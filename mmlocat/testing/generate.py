@@ -20,7 +20,8 @@ import os.path as osp
 import shutil
 from typing import Dict, Sequence
 
-from .caption_writer import CAPTIONS_OWNED, write_captions
+from .caption_writer import (CAPTIONS_OWNED, CC3M_OWNED, write_captions,
+                             write_cc3m)
 from .common import dump_json
 from .imagenet_writer import IMAGENET_OWNED, write_imagenet
 from .seg_writers import (ADE20K_OWNED, COCO_STUFF_OWNED, PASCAL_CONTEXT_OWNED,
@@ -32,13 +33,16 @@ __all__ = ['DATASET_KINDS', 'DEFAULT_SUBDIRS', 'DERIVED_KINDS', 'generate']
 
 DATASET_KINDS = ('ade20k', 'coco_stuff', 'pascal_context', 'coco', 'lvis',
                  'imagenet', 'captions', 'pascal_voc', 'pascal_voc07',
-                 'cityscapes', 'coco_object', 'coco_object_stuff')
+                 'cityscapes', 'coco_object', 'coco_object_stuff',
+                 'mini_imagenet', 'coco20k', 'coco_captions', 'cc3m')
 
 # Sub-folder of a common root per kind, mirroring the ``data/`` layout the
 # upstream configs assume (``data/ade/ADEChallengeData2016``,
 # ``data/coco_stuff164k``, ``data/VOCdevkit/VOC2010``, ``VOC2012`` and
-# ``VOC2007`` beside it, ``data/coco``, ``data/lvis_v1``,
-# ``data/imagenet``).
+# ``VOC2007`` beside it, ``data/coco`` (with COCO20k and COCO Captions),
+# ``data/lvis_v1``, ``data/imagenet``, ``data/mini-imagenet``,
+# ``data/cc3m``). CIFAR-100 is not written: mmpretrain's ``CIFAR100``
+# accepts only the release's files (it checks their md5 sums).
 DEFAULT_SUBDIRS = dict(
     ade20k='ade',
     coco_stuff='coco_stuff164k',
@@ -51,11 +55,19 @@ DEFAULT_SUBDIRS = dict(
     pascal_voc07='',
     cityscapes='cityscapes',
     coco_object='coco',
-    coco_object_stuff='coco_stuff164k')
+    coco_object_stuff='coco_stuff164k',
+    mini_imagenet='mini-imagenet',
+    coco20k='coco',
+    coco_captions='coco',
+    cc3m='cc3m')
 
 #: Kinds converted from another kind written in the same folder:
 #: ``kind -> source kind``.
-DERIVED_KINDS = dict(coco_object='coco', coco_object_stuff='coco_stuff')
+DERIVED_KINDS = dict(
+    coco_object='coco',
+    coco_object_stuff='coco_stuff',
+    coco20k='coco',
+    coco_captions='coco')
 
 # Bump when the output of any writer changes, to invalidate old stamps.
 GENERATOR_VERSION = 3
@@ -72,8 +84,10 @@ def _writer(kind: str, options: Dict):
         return write_coco_stuff, COCO_STUFF_OWNED
     if kind == 'pascal_context':
         return write_pascal_context, PASCAL_CONTEXT_OWNED
-    if kind == 'imagenet':
+    if kind in ('imagenet', 'mini_imagenet'):  # the same folder layout
         return write_imagenet, IMAGENET_OWNED
+    if kind == 'cc3m':
+        return write_cc3m, CC3M_OWNED
     if kind == 'captions':
         return write_captions, CAPTIONS_OWNED
     if kind == 'pascal_voc':
@@ -97,6 +111,13 @@ def _writer(kind: str, options: Dict):
     if kind == 'coco_object_stuff':
         from .coco_object_writer import DERIVED_OWNED, derive_coco_object_stuff
         return derive_coco_object_stuff, DERIVED_OWNED
+    if kind == 'coco20k':
+        from .coco_derived_writers import COCO20K_OWNED, derive_coco20k
+        return derive_coco20k, COCO20K_OWNED
+    if kind == 'coco_captions':
+        from .coco_derived_writers import (COCO_CAPTIONS_OWNED,
+                                           derive_coco_captions)
+        return derive_coco_captions, COCO_CAPTIONS_OWNED
     raise ValueError(
         f'unknown dataset kind {kind!r}; choose from {DATASET_KINDS}')
 
@@ -159,7 +180,11 @@ def generate(kind: str,
             return record['paths']
         # Our own earlier output with other parameters: start afresh.
         for name in owned:
-            shutil.rmtree(osp.join(root, name), ignore_errors=True)
+            path = osp.join(root, name)
+            if osp.isdir(path):
+                shutil.rmtree(path)
+            elif osp.exists(path):  # a file a derived kind added
+                os.remove(path)
         os.remove(stamp)
     else:
         clash = [n for n in owned if osp.exists(osp.join(root, n))]

@@ -9,10 +9,15 @@ Example::
 Each kind goes to ``ROOT/<sub-folder>`` mirroring the usual ``data/`` layout
 (``ade/ADEChallengeData2016``, ``coco_stuff164k``, ``VOCdevkit/VOC2010``,
 ``VOCdevkit/VOC2012`` and ``VOCdevkit/VOC2007`` (the CorLoc rows),
-``coco``, ``lvis_v1``, ``imagenet``), so a config can point its
-``data_root`` there. COCO-Object is a conversion in its source's folder
+``coco``, ``lvis_v1``, ``imagenet``, ``mini-imagenet``, ``cc3m``: the
+332 webdataset shards ``{00000..00331}.tar`` of the LaSt-CLIP recipes), so
+``--data-root ROOT`` points a shipped config there. COCO-Object, COCO20k
+and COCO Captions are derived in their source's folder
 (``coco/coco_object`` from COCO's instances, ``coco_stuff164k/coco_object``
-from COCO-Stuff), which it shares with ``coco`` / ``coco_stuff``. Re-running
+from COCO-Stuff; ``coco/train2014`` + ``coco/annotations/coco20k.json``;
+``coco/annotations/captions_*2017.json``), which they share with ``coco`` /
+``coco_stuff``. CIFAR-100 is not written (mmpretrain's ``CIFAR100`` checks
+the release's md5 sums). Re-running
 with the same arguments rewrites nothing; other arguments replace what an
 earlier run wrote; files this tool did not write are never overwritten (the
 run stops, naming them).

@@ -1,0 +1,111 @@
+"""Issue 36's proof: one shipped config per family runs on CPU from the
+tiny data (``tools/dataset_converters/make_tiny_datasets.py``) with the
+documented smoke-trial switches only (docs/tools.md, "Smoke trials"):
+``--data-root`` plus the overrides listed there; an evaluation-only
+recipe evaluates its model as built (``tools/misc/init_checkpoint.py``).
+The tools run in this process, as ``python tools/train.py ...`` would
+(helpers.smoke).
+
+Not here, for a reason (docs/tools.md): CIFAR-100 (mmpretrain's CIFAR100
+reads only the release's files, by md5), zero-shot segmentation and F-ViT
+(they read text-embedding files, which ``dump_text_embeddings.py`` writes
+from downloaded CLIP text weights)."""
+import os.path as osp
+
+import pytest
+from helpers.smoke import run_script
+
+from mmlocat.testing import DEFAULT_SUBDIRS, generate
+
+KINDS = ('ade20k', 'pascal_voc', 'pascal_voc07', 'coco', 'lvis', 'imagenet',
+         'mini_imagenet', 'coco20k', 'coco_captions', 'cc3m')
+
+# docs/tools.md "Smoke trials": the overrides per kind of recipe
+ITERS = ['train_cfg.max_iters=1', 'train_dataloader.batch_size=2']
+EPOCHS = [
+    'train_cfg.max_epochs=1', 'train_dataloader.batch_size=2',
+    'train_dataloader.dataset.indices=2'
+]
+NO_WEIGHTS = ['model.backbone.init_cfg=None']
+LAST_CLIP = [
+    'model.image_encoder.init_cfg=None', 'model.text_encoder.weights=None',
+    'model.init_logit_scale=2.6593'
+]
+CORLOC = ['test_dataloader.dataset.expected_num_images=None']
+
+# (family, config, options) of the training recipes
+TRAIN = [
+    ('locat-in1k', 'configs/locat/locat-t_8xb128_in1k.py', EPOCHS),
+    ('locat-mini-imagenet', 'configs/locat/locat-t_mini-imagenet.py', EPOCHS),
+    ('locat-probe', 'configs/locat/probe_locat-t_ade20k.py',
+     ITERS + NO_WEIGHTS),
+    ('locat-upernet', 'configs/locat/upernet_locat-t_ade20k.py',
+     ITERS + NO_WEIGHTS),
+    ('last-in1k', 'configs/last/last-b_8xb512_in1k.py', EPOCHS),
+    ('last-clip-cc3m', 'configs/last/clip_last-b16_8xb64_cc3m.py',
+     ITERS + LAST_CLIP),
+    ('last-clip-coco-caption',
+     'configs/last/clip_last-b16_8xb64_coco-caption-no-lvis-val.py',
+     ITERS + LAST_CLIP),
+]
+
+# (family, config, options) of the evaluation-only recipes
+TEST = [
+    ('last-pib', 'configs/last/pib_last-b_in1k.py', []),
+    ('last-coarseseg', 'configs/last/coarseseg_last-s_voc12.py', []),
+    ('last-corloc-voc07', 'configs/last/corloc_dino-s_voc07.py', CORLOC),
+    ('last-corloc-voc12', 'configs/last/corloc_dino-s_voc12.py', CORLOC),
+    ('last-corloc-coco20k', 'configs/last/corloc_dino-s_coco20k.py', CORLOC),
+]
+
+
+@pytest.fixture(scope='module')
+def tiny_root(tmp_path_factory):
+    """What ``make_tiny_datasets.py --root ROOT --num-train 2 --num-val 1
+    --size 32 32`` writes (the kinds these recipes read)."""
+    root = str(tmp_path_factory.mktemp('tiny_data'))
+    for kind in KINDS:
+        generate(kind, osp.join(root, DEFAULT_SUBDIRS[kind]), 2, 1, (32, 32))
+    return root
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    'family,config,options', TRAIN, ids=[t[0] for t in TRAIN])
+def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
+    work = str(tmp_path / 'work')
+    code, out = run_script('tools/train.py', [
+        config, '--data-root', tiny_root, '--work-dir', work, '--cfg-options',
+        *options
+    ])
+    assert code in (0, None), out[-6000:]
+    assert '--data-root: ' in out
+    if family == 'locat-upernet':  # each moved path is printed
+        assert ('--data-root: train_dataloader.dataset.data_root: '
+                f'data/ade/ADEChallengeData2016 -> {tiny_root}/ade/'
+                'ADEChallengeData2016') in out
+    # trained and saved: one epoch (of one iteration) or one iteration
+    name = 'epoch_1.pth' if options is EPOCHS else 'iter_1.pth'
+    assert osp.isfile(osp.join(work, name)), out[-3000:]
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    'family,config,options', TEST, ids=[t[0] for t in TEST])
+def test_evaluate_once(family, config, options, tiny_root, tmp_path):
+    checkpoint = str(tmp_path / 'init.pth')
+    code, out = run_script('tools/misc/init_checkpoint.py',
+                           [config, checkpoint])
+    assert code in (0, None), out[-6000:]
+    args = [
+        config, checkpoint, '--data-root', tiny_root, '--work-dir',
+        str(tmp_path / 'work')
+    ]
+    code, out = run_script(
+        'tools/test.py',
+        args + (['--cfg-options', *options] if options else []))
+    assert code in (0, None), out[-6000:]
+    assert '--data-root: ' in out
+    assert 'Epoch(test) [' in out, out[-3000:]
