@@ -11,7 +11,9 @@ Outputs are named after the image's file name with its extension
 (``x.jpg`` -> ``OUT/x.jpg.png``, ``x.jpg.json``, ``x.jpg.labels.png``),
 below ``--out`` as below an input folder; names two inputs would share are
 an error before anything is written.
-``--classes "cat, remote control"`` (or a .txt / .json file of names) makes
+``--classes "cat, remote control"`` (or a .txt / .json file of names, a
+named list such as ``imagenet_open_clip``, a dataset type, one name: the
+grammar of ``mmlocat.text.resolve_class_names``) makes
 an F-ViT detector find, or a zero-shot segmentor label pixels with, those
 classes: their CLIP text embeddings are computed with the model's own text
 tower (recorded in the embedding file's sidecar or the CLIP checkpoint's
@@ -51,8 +53,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         '--classes',
         help='open-vocabulary detection and zero-shot segmentation: class '
-        'names separated by commas, or a .txt (one a line) / .json file of '
-        'names')
+        'names separated by commas, a .txt (one a line) / .json file of '
+        'names, a named list (imagenet_open_clip, imagenet_wordnet), an '
+        'mmdet dataset type or one class name; a named list or dataset '
+        'type wins over a class of its name')
     parser.add_argument(
         '--text-model',
         help='open_clip model name of the CLIP text tower (when neither the '

@@ -824,7 +824,9 @@ class MMLocatInferencer:
             prompt_style=record.get('prompt_style', defaults['prompt_style']),
             background=defaults['background'],
             cache_dir=vocab_cache,
-            device=device)
+            device=device,
+            # a named list as shipped (open_clip's ImageNet names)
+            repeated_names=len(set(names)) != len(names))
         handler.apply_vocabulary(cfg, path, names)
         return names
 

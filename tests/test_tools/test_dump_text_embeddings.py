@@ -241,3 +241,26 @@ def test_names_file_latin1_and_duplicates_are_named(tmp_path, repo_root,
         assert info.value.code == 2
         err = capsys.readouterr().err.strip()
         assert err == f'dump_text_embeddings: error: {message}', err
+
+
+def test_names_take_the_one_class_list_grammar(tmp_path, repo_root,
+                                               monkeypatch, capsys):
+    """Issue 34: ``--names`` read only files ("cat, dog" was a missing
+    file); it reads what ``infer.py --classes`` reads."""
+    from mmlocat.utils.checkpoint_io import run_cli
+    tool = _tool(repo_root)
+    for names, message in (
+        ('cat, dog, cat', "'cat, dog, cat': class name 'cat' is listed "
+         'twice (items 1 and 3); a class is one item: remove one of them'),
+        ('cat; dog', "'cat; dog': \";\" does not separate class names; "
+         'separate them by commas ("cat, remote control")'),
+    ):
+        monkeypatch.setattr(sys, 'argv', [
+            'dump', '--names', names, '--pretrained', 'w.pt',
+            str(tmp_path / 'x.npy')
+        ])
+        with pytest.raises(SystemExit) as info:
+            run_cli('dump_text_embeddings', tool.main)
+        assert info.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f'dump_text_embeddings: error: {message}', err
