@@ -177,6 +177,11 @@ def read_class_name_file(path: str) -> List[List[str]]:
     (SCLIP would embed an empty prompt), and ``\\r\\n`` line ends are read
     as ``\\n``.
 
+    A name on two lines is refused by :func:`check_class_name_lines`,
+    which every reader of such a file calls with the dataset's classes (it
+    knows which line is the background, the one line that may share
+    names).
+
     Returns:
         One list of names per class, in file order.
 
@@ -223,19 +228,29 @@ def _squash(name: str) -> str:
 
 
 def check_class_name_lines(lines: Sequence[Sequence[str]],
-                           classes: Sequence[str], path: str) -> None:
+                           classes: Sequence[str],
+                           path: str,
+                           background: str = BACKGROUND) -> None:
     """Raise unless a class-name file's lines can be the dataset's classes
     in label order.
 
-    Line ``k`` is class ``k``: the counts must be equal. The names of a line
+    Line ``k`` is class ``k``: the counts must be equal. A name on two
+    lines would be two classes' query: an error, with one documented
+    escape: the line of the ``background`` class (SCLIP's text background,
+    read with a background row, e.g. line 1 of ``coco-object.txt``) may
+    share names with object classes (SCLIP's background synonyms list
+    ``bed``, also class 60's name; the pixel goes to whichever scores
+    higher, as in SCLIP). The names of a line
     need not contain the class's own name (SCLIP's VOC20 file says ``ship``
     for ``boat``), so the order is checked where it can be: a line holding
     another class's name (spaces, ``_`` and case ignored) whose own line
     lacks it is a misplaced line.
 
     Raises:
-        ValueError: Another count, or a misplaced line; naming the file,
-            the line and the dataset class at both places.
+        ValueError: Another count, a name on two lines (neither the
+            background's: naming the file and both lines), or a misplaced
+            line; naming the file, the line and the dataset class at both
+            places.
     """
     classes = list(classes)
     if len(lines) != len(classes):
@@ -243,6 +258,18 @@ def check_class_name_lines(lines: Sequence[Sequence[str]],
             f'{path} has {len(lines)} lines (classes) but the dataset '
             f'{len(classes)} classes ({classes[:3]}...); line k must be the '
             'names of dataset class k')
+    first: Dict[str, int] = {}
+    for k, names in enumerate(lines):
+        if classes[k] == background:
+            continue  # the escape: background synonyms (see above)
+        for name in names:
+            if first.setdefault(name, k) != k:
+                raise ValueError(
+                    f'{path}:{k + 1}: {name!r} is also on line '
+                    f'{first[name] + 1} (lines {first[name] + 1} and '
+                    f'{k + 1}); a name is the query of one class: remove '
+                    f'it from one line (only the {background!r} line may '
+                    'share names with object classes)')
     owned = [{_squash(n) for n in names} for names in lines]
     index = {_squash(c): k for k, c in enumerate(classes)}
     for k, names in enumerate(lines):

@@ -238,3 +238,23 @@ def test_empty_line_in_a_name_list_names_file_and_line(tmp_path):
         te.read_class_names(path)
     path = _names_file(tmp_path, 'cat\ndog\n\n', 'end.txt')  # at the end
     assert te.read_class_names(path) == ['cat', 'dog']
+
+
+def test_a_name_on_two_class_lines_names_both_lines(repo_root):
+    """Issue 34: a name on two class lines was accepted silently; the
+    background line is the one documented escape (SCLIP's coco-object.txt
+    lists 'bed' on its background line 1 and as class 60, line 61)."""
+    classes = ['cat', 'dog', 'background']
+    with pytest.raises(ValueError) as info:
+        te.check_class_name_lines([['cat', 'kitty'], ['dog', 'kitty'],
+                                   ['sky']], classes, 'f.txt')
+    assert str(info.value).startswith(
+        "f.txt:2: 'kitty' is also on line 1 (lines 1 and 2)")
+    te.check_class_name_lines([['cat'], ['dog'], ['sky', 'dog']], classes,
+                              'f.txt')
+    from mmlocat.datasets import COCOObjectDataset
+    path = f'{repo_root}/configs/last/class_names/coco-object.txt'
+    lines = te.read_class_name_file(path)
+    assert 'bed' in lines[0] and 'bed' in lines[60]
+    te.check_class_name_lines(lines, COCOObjectDataset.METAINFO['classes'],
+                              path)
