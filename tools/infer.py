@@ -29,7 +29,7 @@ status is then 1. ``--out`` must be a folder: an existing file (an input
 image, the checkpoint, the config) is refused before the model is built.
 The config's
 text-embedding files must be those the checkpoint was trained with (its
-``meta['vocabulary']``; ``--allow-vocabulary-change`` accepts others). See
+``meta['class_files']``; ``--allow-class-file-change`` accepts others). See
 ``mmlocat.apis.MMLocatInferencer`` for the same from Python.
 """
 import argparse
@@ -39,7 +39,7 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import MMLocatInferencer
 from mmlocat.apis.cli import add_model_options
 from mmlocat.apis.inferencer import check_out_dir
-from mmlocat.datasets.vocabulary_record import ALLOW_OPTION
+from mmlocat.datasets.class_file_record import ALLOW_OPTION
 from mmlocat.utils.checkpoint_io import run_cli
 
 
@@ -95,7 +95,7 @@ def parse_args() -> argparse.Namespace:
         ALLOW_OPTION,
         action='store_true',
         help='run even if the text-embedding / class-name files differ from '
-        "those the checkpoint was trained with (its meta['vocabulary'])")
+        "those the checkpoint was trained with (its meta['class_files'])")
     add_model_options(
         parser,
         alpha=0.5,
@@ -123,7 +123,7 @@ def main() -> None:
         cfg_options=args.cfg_options,
         cfg_new_keys=args.cfg_new_keys,
         allow_partial_checkpoint=args.allow_partial_checkpoint,
-        allow_vocabulary_change=args.allow_vocabulary_change,
+        allow_class_file_change=args.allow_class_file_change,
         topk=args.topk,
         score_thr=args.score_thr,
         alpha=args.alpha,

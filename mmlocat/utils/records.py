@@ -15,8 +15,9 @@ open_clip ``name``, ``weights`` / ``sha256`` of the file converted,
 ``image_sha256``, the fingerprint of the tower's own weights as saved),
 ``clip_provenance`` (:data:`CLIP_RUN_KEY`, a LaSt-CLIP run's two towers),
 ``open_clip_text`` (:data:`TEXT_TOWER_KEY`, an exported text tower),
-``vocabulary`` (:data:`VOCABULARY_KEY`, the files a model read, see
-:mod:`mmlocat.datasets.vocabulary_record`), ``clipself_fvit``
+``class_files`` (:data:`CLASS_FILES_KEY`, the files a model read, see
+:mod:`mmlocat.datasets.class_file_record`; written as ``vocabulary``
+before, read under either name, :data:`LEGACY_KEYS`), ``clipself_fvit``
 (:data:`CLIPSELF_KEY`, a converted CLIPSelf F-ViT's class rows),
 ``lastclip`` (:data:`LASTCLIP_KEY`), ``source`` / ``converter`` (the file
 converted and the tool). :func:`read_checkpoint_meta` is the one reader
@@ -70,8 +71,8 @@ from .checkpoint_io import (read_checkpoint, read_clip_state_dict,
 
 __all__ = [
     'RECORDS_VERSION', 'VERSION_KEY', 'CLIP_KEY', 'CLIP_RUN_KEY',
-    'TEXT_TOWER_KEY', 'VOCABULARY_KEY', 'CLIPSELF_KEY', 'LASTCLIP_KEY',
-    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'check_meta', 'file_sha256',
+    'TEXT_TOWER_KEY', 'CLASS_FILES_KEY', 'CLIPSELF_KEY', 'LASTCLIP_KEY',
+    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'LEGACY_KEYS', 'check_meta', 'file_sha256',
     'read_checkpoint_meta', 'checkpoint_weights_sha256', 'clip_meta',
     'clip_provenance', 'check_same_clip', 'check_clip_pairing',
     'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
@@ -92,7 +93,7 @@ CLIP_RUN_KEY = 'clip_provenance'
 #: ``meta`` key that marks an exported text tower file.
 TEXT_TOWER_KEY = 'open_clip_text'
 #: ``meta`` key of the files a model read (the hook, F-ViT's converter).
-VOCABULARY_KEY = 'vocabulary'
+CLASS_FILES_KEY = 'class_files'
 #: ``meta`` key of a converted CLIPSelf F-ViT's class rows.
 CLIPSELF_KEY = 'clipself_fvit'
 #: ``meta`` key of an exported LaSt-CLIP tower's run.
@@ -106,12 +107,15 @@ META_SCHEMA: Dict[str, type] = {
     CLIP_KEY: dict,
     CLIP_RUN_KEY: dict,
     TEXT_TOWER_KEY: dict,
-    VOCABULARY_KEY: dict,
+    CLASS_FILES_KEY: dict,
     CLIPSELF_KEY: dict,
     LASTCLIP_KEY: dict,
     SOURCE_KEY: str,
     CONVERTER_KEY: str,
 }
+#: Keys earlier checkpoints were written with -> their key now: read
+#: under either name, written under the new one (:func:`check_meta`).
+LEGACY_KEYS: Dict[str, str] = {'vocabulary': CLASS_FILES_KEY}
 
 #: Entries of a CLIP file that are not weights of its text tower: the
 #: contrastive temperature (and bias), the ints OpenAI's TorchScript
@@ -132,7 +136,8 @@ def file_sha256(path: str, chunk: int = 1 << 20) -> str:
 
 
 def check_meta(meta: object, path: str) -> Dict:
-    """A checkpoint's ``meta`` with every record key of its type.
+    """A checkpoint's ``meta`` with every record key of its type, and
+    its keys of :data:`LEGACY_KEYS` under their names now (a copy).
 
     Raises:
         ValueError: ``meta`` is not a dict, or a key of
@@ -145,6 +150,10 @@ def check_meta(meta: object, path: str) -> Dict:
         raise ValueError(f'{path}: the checkpoint\'s meta is a '
                          f'{type(meta).__name__}, not a dict: write it '
                          'again with the tool that made it')
+    meta = dict(meta)
+    for old, new in LEGACY_KEYS.items():
+        if old in meta and new not in meta:
+            meta[new] = meta.pop(old)
     for key, kind in META_SCHEMA.items():
         value = meta.get(key)
         if value is not None and (not isinstance(value, kind)
@@ -154,7 +163,7 @@ def check_meta(meta: object, path: str) -> Dict:
                 f'({str(value)[:60]!r}), not a {kind.__name__}: the record '
                 'is not mmlocat\'s; convert the weights again '
                 '(tools/model_converters/*2mmlocat.py write it)')
-    return dict(meta)
+    return meta
 
 
 _CHECKPOINTS: Dict[Tuple, Tuple[Dict, Optional[str]]] = {}
