@@ -24,7 +24,10 @@ converted and the tool). :func:`read_checkpoint_meta` is the one reader
 (on :func:`~mmlocat.utils.checkpoint_io.read_checkpoint`, weights-only);
 a value of the wrong type is an error naming the file and the key.
 
-**Sidecar** (``X.json`` next to ``X.npy``, :mod:`mmlocat.text.embeddings`):
+**Sidecar** (``X.json`` next to ``X.npy``, :mod:`mmlocat.text.embeddings`),
+one shape, ``{"classes": [...], "text_model": {...}}`` (the former plain
+list of names is read as ``{"classes": list}``,
+:func:`~mmlocat.text.embeddings.read_sidecar`):
 its ``text_model`` record holds the text tower's record, the prompt recipe
 (``templates``, ``prompt_style``) and ``rows_sha256``
 (:func:`rows_sha256`), which binds it to its rows: a sidecar next to

@@ -78,7 +78,9 @@ def _save(tmp_path, names, rows=None, name='e.npy'):
 
 def test_round_trip_and_background(tmp_path):
     path, raw = _save(tmp_path, ['a', 'b', 'background'])
-    assert json.load(open(sidecar_path(path))) == ['a', 'b', 'background']
+    # one shape, with or without a text_model record (issue 34)
+    assert json.load(open(sidecar_path(path))) == dict(
+        classes=['a', 'b', 'background'])
     emb, bg, names = load_text_embeddings(path, ['a', 'b'])
     assert names == ['a', 'b'] and emb.shape == (2, 4)
     np.testing.assert_allclose(
@@ -363,3 +365,24 @@ def test_all_zero_row_is_named_by_index_and_class(tmp_path):
         te.load_query_embeddings(mapped)
     assert str(info.value).startswith(
         f"{mapped}: row 1 ('man' of class 'person') is all zeros")
+
+
+def test_an_old_shape_sidecar_is_read_in_the_one_shape(tmp_path):
+    """Issue 34: the sidecar had two shapes; the writer writes one and a
+    file written in the former one (a plain JSON list of names next to
+    its .npy, as save_text_embeddings wrote without a text_model) is read
+    converted."""
+    rows = np.random.RandomState(0).randn(3, 4).astype(np.float32)
+    path = str(tmp_path / 'old.npy')
+    np.save(path, rows)
+    with open(sidecar_path(path), 'w', encoding='utf-8') as f:
+        json.dump(['a', 'b', 'background'], f, indent=0)
+    assert te.read_sidecar(sidecar_path(path)) == dict(
+        classes=['a', 'b', 'background'])
+    assert te.read_text_model(path) == {}
+    emb, bg, names = load_text_embeddings(path, ['a', 'b'])
+    assert names == ['a', 'b'] and bg is not None and emb.shape == (2, 4)
+    with open(sidecar_path(path), 'w', encoding='utf-8') as f:
+        json.dump('a', f)
+    with pytest.raises(ValueError, match=f'{sidecar_path(path)} holds a str'):
+        te.read_sidecar(sidecar_path(path))
