@@ -41,7 +41,8 @@ import numpy as np
 from tqdm import tqdm
 
 from mmlocat.utils.checkpoint_io import write_atomic
-from mmlocat.utils.records import check_sidecar_rows, rows_sha256
+from mmlocat.utils.records import (check_sidecar_rows, rows_sha256,
+                                   templates_sha256)
 from mmlocat.utils.safe_load import load_array
 from .class_names import BACKGROUND, read_class_names, read_json
 from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
@@ -308,7 +309,11 @@ def write_text_embeddings(
             background=background,
             prompt_style=prompt_style)
     text_model = dict(
-        text_model, templates=templates, prompt_style=prompt_style)
+        text_model,
+        templates=templates,
+        # the set's content next to its name (records.templates_sha256)
+        templates_sha256=templates_sha256(template_set),
+        prompt_style=prompt_style)
     save_text_embeddings(
         path, embeddings, rows, text_model=text_model, **row_map)
     return embeddings, rows
@@ -336,7 +341,11 @@ def check_prompt_recipe(text_model: Dict, text_file: str,
             consumer; a ``None`` value accepts any.
         consumer: Who expects them (for the message), e.g. a model type.
 
-    Each field is compared only when both sides have it.
+    Each field is compared only when both sides have it. Where the
+    templates' names are compared and the sidecar records the set's
+    content (``templates_sha256``, :func:`~mmlocat.utils.records.
+    templates_sha256`), it is compared with the set of that name now: a
+    set edited under the same name is refused.
 
     Raises:
         ValueError: Naming the file, both values and the dump option.
@@ -350,6 +359,18 @@ def check_prompt_recipe(text_model: Dict, text_file: str,
                 f'{found!r} but {consumer} names {want!r}: dump them with '
                 f'tools/misc/dump_text_embeddings.py {option} {want}, or set '
                 f'{key}={found!r} (None accepts any)')
+    recorded = text_model.get('templates_sha256')
+    name = text_model.get('templates')
+    if (expected.get('templates') is not None and recorded is not None
+            and name in TEMPLATE_SETS):
+        now = templates_sha256(TEMPLATE_SETS[name])
+        if recorded != now:
+            raise ValueError(
+                f'text embeddings {text_file} were written with the '
+                f'templates {name!r} of sha256 {recorded}, but the set of '
+                f'that name is now {now} (its prompts changed): dump them '
+                f'again (tools/misc/dump_text_embeddings.py --templates '
+                f'{name})')
 
 
 def _mismatch(got: List[str], want: List[str], path: str) -> str:

@@ -29,7 +29,7 @@ one shape, ``{"classes": [...], "text_model": {...}}`` (the former plain
 list of names is read as ``{"classes": list}``,
 :func:`~mmlocat.text.embeddings.read_sidecar`):
 its ``text_model`` record holds the text tower's record, the prompt recipe
-(``templates``, ``prompt_style``) and ``rows_sha256``
+(``templates``, ``templates_sha256``, ``prompt_style``) and ``rows_sha256``
 (:func:`rows_sha256`), which binds it to its rows: a sidecar next to
 another ``.npy`` is refused when the file is read
 (:func:`check_sidecar_rows`).
@@ -37,7 +37,10 @@ another ``.npy`` is refused when the file is read
 **Fingerprints**: :func:`file_sha256` (a file's bytes: weights files,
 class-name files), :func:`text_sha256` (a text tower's tensors, whatever
 the file), :func:`weights_sha256` (an image tower's tensors as saved),
-:func:`rows_sha256` (embedding rows as float32).
+:func:`rows_sha256` (embedding rows as float32), :func:`templates_sha256`
+(prompt templates' strings: a sidecar's ``templates_sha256`` next to the
+set's name ``templates``, compared with the set of that name by
+:func:`~mmlocat.text.embeddings.check_prompt_recipe`).
 
 **One rule** (:func:`check_clip_pairing`): a model pairing a CLIP tower
 checkpoint with text embeddings refuses what it cannot prove: a tower
@@ -59,10 +62,11 @@ fingerprint fall back to comparing ``name`` and the file ``sha256``.
 """
 import copy
 import hashlib
+import json
 import logging
 import os
 import os.path as osp
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -79,7 +83,7 @@ __all__ = [
     'read_checkpoint_meta', 'checkpoint_weights_sha256', 'clip_meta',
     'clip_provenance', 'check_same_clip', 'check_clip_pairing',
     'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
-    'rows_sha256', 'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
+    'rows_sha256', 'templates_sha256', 'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
     'NOT_TEXT_KEYS', 'TEXT_ACTS'
 ]
 
@@ -332,6 +336,14 @@ def rows_sha256(rows) -> str:
         rows = rows.detach().to('cpu', torch.float32).numpy()
     data = np.ascontiguousarray(np.asarray(rows, dtype=np.float32))
     return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def templates_sha256(templates: Sequence[str]) -> str:
+    """Hex sha256 of prompt templates' strings, in order (JSON list, UTF-8):
+    recorded next to the template set's name (a sidecar's ``templates``) so
+    that a set edited under the same name is told apart."""
+    blob = json.dumps(list(templates), ensure_ascii=False)
+    return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
 
 def check_sidecar_rows(text_model: Mapping, rows: np.ndarray, path: str,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mmlocat import text as te
-from mmlocat.utils.records import rows_sha256
+from mmlocat.utils.records import rows_sha256, templates_sha256
 
 PROMPT_TEMPLATES = te.PROMPT_TEMPLATES
 CLIP_TEMPLATES = te.CLIP_TEMPLATES
@@ -231,8 +231,13 @@ def test_write_text_embeddings_is_build_then_save(tmp_path):
     """The one build-and-save step writes what building and saving by hand
     write, byte for byte, in its three row layouts; nothing else is left."""
     record = dict(name='m', weights='w.pt')
-    recorded = dict(record, templates='single', prompt_style='plain')
     single = te.TEMPLATE_SETS['single']
+    # the set's content is recorded next to its name (issue 34)
+    recorded = dict(
+        record,
+        templates='single',
+        templates_sha256=templates_sha256(single),
+        prompt_style='plain')
 
     def written(path):
         return (open(path, 'rb').read(), open(sidecar_path(path)).read())
@@ -386,3 +391,24 @@ def test_an_old_shape_sidecar_is_read_in_the_one_shape(tmp_path):
         json.dump('a', f)
     with pytest.raises(ValueError, match=f'{sidecar_path(path)} holds a str'):
         te.read_sidecar(sidecar_path(path))
+
+
+def test_templates_are_recorded_by_content_and_checked(tmp_path):
+    """Issue 34: a sidecar recorded its templates by name only: a set
+    edited under the same name passed the check."""
+    path = str(tmp_path / 'e.npy')
+    te.write_text_embeddings(
+        path, ['cat'], CharEncoder(), dict(name='m'), templates='single',
+        prompt_style='plain')
+    record = te.read_text_model(path)
+    assert record['templates_sha256'] == templates_sha256(
+        te.TEMPLATE_SETS['single'])
+    want = dict(templates='single', prompt_style='plain')
+    te.check_prompt_recipe(record, path, want, 'M')
+    edited = dict(record, templates_sha256=templates_sha256(['a {}.']))
+    with pytest.raises(
+            ValueError,
+            match="written with the templates 'single' of sha256 .* the set "
+            'of that name is now'):
+        te.check_prompt_recipe(edited, path, want, 'M')
+    te.check_prompt_recipe(edited, path, dict(templates=None), 'M')

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from mmlocat.text import load_text_embeddings
-from mmlocat.utils.records import rows_sha256
+from mmlocat.text import TEMPLATE_SETS
+from mmlocat.utils.records import rows_sha256, templates_sha256
 
 
 def _tool(repo_root):
@@ -112,6 +113,7 @@ def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
         text_sha256=text_sha256(model.state_dict()),
         text_act='gelu',
         templates='fvit',
+        templates_sha256=templates_sha256(TEMPLATE_SETS['fvit']),
         prompt_style='fvit',
         rows_sha256=rows_sha256(np.load(out)))  # binds the rows (issue 34)
 
@@ -154,6 +156,7 @@ def test_seg_config_writes_the_config_names_and_recipe(tmp_path, repo_root,
         name='ViT-B-16',
         weights='w.pt',
         templates='imagenet80',
+        templates_sha256=templates_sha256(TEMPLATE_SETS['imagenet80']),
         prompt_style='plain',
         rows_sha256=rows_sha256(np.load(out)))
     # the segmentor of that config accepts the file
