@@ -215,8 +215,8 @@ def check_class_files(model,
         problems = _compare_clipself(files, meta[CLIPSELF_KEY], checkpoint)
     elif recorded is None:
         print_log(
-            f'class files: {checkpoint} records no class files (trained before '
-            'mmlocat recorded it, or converted): '
+            f'class files: {checkpoint} records no class files (trained '
+            'before mmlocat recorded it, or converted): '
             f'{", ".join(sorted(files.values()))} used as given',
             logger=logger)
         return []
@@ -239,9 +239,8 @@ def check_class_files(model,
                 for role in sorted(roles)) if p is not None
         ]
     if problems and not allow_change:
-        raise ValueError(
-            'the class files are not the checkpoint\'s: ' +
-            '; '.join(problems) + f'. {fix}')
+        raise ValueError('the class files are not the checkpoint\'s: ' +
+                         '; '.join(problems) + f'. {fix}')
     for problem in problems:
         print_log(
             f'class files changed ({ALLOW_OPTION}): {problem}',

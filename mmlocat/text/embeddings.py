@@ -52,10 +52,10 @@ __all__ = [
     'Encoder', 'sidecar_path', 'embed_names', 'build_class_embeddings',
     'build_query_embeddings', 'query_map', 'save_text_embeddings',
     'write_text_embeddings', 'read_text_model', 'read_sidecar',
-    'check_prompt_recipe',
-    'check_same_classes', 'QueryEmbeddings', 'load_query_embeddings',
-    'load_text_embeddings', 'read_clipself_embeddings', 'save_base_classes',
-    'base_classes_path', 'embedding_files'
+    'check_prompt_recipe', 'check_same_classes', 'QueryEmbeddings',
+    'load_query_embeddings', 'load_text_embeddings',
+    'read_clipself_embeddings', 'save_base_classes', 'base_classes_path',
+    'embedding_files'
 ]
 
 #: Prompts -> ``(N, D)`` features (an array or a tensor).

@@ -79,12 +79,12 @@ from .checkpoint_io import (read_checkpoint, read_clip_state_dict,
 __all__ = [
     'RECORDS_VERSION', 'VERSION_KEY', 'CLIP_KEY', 'CLIP_RUN_KEY',
     'TEXT_TOWER_KEY', 'CLASS_FILES_KEY', 'CLIPSELF_KEY', 'LASTCLIP_KEY',
-    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'LEGACY_KEYS', 'check_meta', 'file_sha256',
-    'read_checkpoint_meta', 'checkpoint_weights_sha256', 'clip_meta',
-    'clip_provenance', 'check_same_clip', 'check_clip_pairing',
+    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'LEGACY_KEYS', 'check_meta',
+    'file_sha256', 'read_checkpoint_meta', 'checkpoint_weights_sha256',
+    'clip_meta', 'clip_provenance', 'check_same_clip', 'check_clip_pairing',
     'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
-    'rows_sha256', 'templates_sha256', 'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
-    'NOT_TEXT_KEYS', 'TEXT_ACTS'
+    'rows_sha256', 'templates_sha256', 'check_sidecar_rows',
+    'file_text_sha256', 'text_provenance', 'NOT_TEXT_KEYS', 'TEXT_ACTS'
 ]
 
 #: The version of the records' schema this module writes; a checkpoint

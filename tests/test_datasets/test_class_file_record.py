@@ -1,7 +1,7 @@
-"""The vocabulary travels with the checkpoint
+"""The class files travel with the checkpoint
 (mmlocat.datasets.class_file_record.py), on a tiny F-ViT built from the
 shipped config; the hook is tested in
-tests/test_engine/test_vocabulary_hook.py, the tool paths in
+tests/test_engine/test_record_hook.py, the tool paths in
 tests/test_e2e/test_ovd_e2e.py."""
 import json
 import logging
@@ -82,7 +82,7 @@ def test_record_names_every_file_with_its_hash_and_rows(trained):
 
 def test_the_recorded_files_pass(trained):
     assert check_class_files(_model(trained.emb, trained.base),
-                            trained.ckpt) == []
+                             trained.ckpt) == []
 
 
 def test_regenerated_values_are_refused_unless_allowed(trained, tmp_path):
@@ -142,7 +142,8 @@ def test_checkpoints_without_a_record(trained, tmp_path):
     problems, messages = _logged(
         lambda: check_class_files(_model(trained.emb), old))
     assert problems == []
-    assert (logging.INFO, f'class files: {old} records no class files (trained '
+    assert (logging.INFO,
+            f'class files: {old} records no class files (trained '
             f'before mmlocat recorded it, or converted): {trained.emb} used '
             'as given') in messages
     # converted by clipself_fvit2mmlocat.py: its record of F-ViT's rows

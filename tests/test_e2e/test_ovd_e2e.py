@@ -131,11 +131,11 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
         r'the training data \S*instances_train2017_seen_2\.json labels 48 '
         r'classes .* expects labels indexing 65 classes', out), out[-3000:]
 
-    # The vocabulary travels with the checkpoint (train.py adds
+    # The class files travel with the checkpoint (train.py adds
     # mmlocat.RecordHook): the embedding file regenerated with
     # other values, same names and order, is refused by test.py and
     # infer.py, naming both hashes; --allow-class-file-change runs.
-    record = read_checkpoint_meta(ckpt)['vocabulary']
+    record = read_checkpoint_meta(ckpt)['class_files']
     role = 'roi_head.bbox_head.text_embeddings'
     assert record[role]['sha256'] == file_sha256(emb)
     assert record[role]['names'] == list(names) + ['background']

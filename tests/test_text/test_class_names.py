@@ -246,8 +246,8 @@ def test_a_name_on_two_class_lines_names_both_lines(repo_root):
     lists 'bed' on its background line 1 and as class 60, line 61)."""
     classes = ['cat', 'dog', 'background']
     with pytest.raises(ValueError) as info:
-        te.check_class_name_lines([['cat', 'kitty'], ['dog', 'kitty'],
-                                   ['sky']], classes, 'f.txt')
+        te.check_class_name_lines(
+            [['cat', 'kitty'], ['dog', 'kitty'], ['sky']], classes, 'f.txt')
     assert str(info.value).startswith(
         "f.txt:2: 'kitty' is also on line 1 (lines 1 and 2)")
     te.check_class_name_lines([['cat'], ['dog'], ['sky', 'dog']], classes,

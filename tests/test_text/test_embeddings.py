@@ -79,8 +79,8 @@ def _save(tmp_path, names, rows=None, name='e.npy'):
 def test_round_trip_and_background(tmp_path):
     path, raw = _save(tmp_path, ['a', 'b', 'background'])
     # one shape, with or without a text_model record (issue 34)
-    assert json.load(open(sidecar_path(path))) == dict(
-        classes=['a', 'b', 'background'])
+    assert json.load(open(
+        sidecar_path(path))) == dict(classes=['a', 'b', 'background'])
     emb, bg, names = load_text_embeddings(path, ['a', 'b'])
     assert names == ['a', 'b'] and emb.shape == (2, 4)
     np.testing.assert_allclose(
@@ -377,20 +377,21 @@ def test_an_old_shape_sidecar_is_read_in_the_one_shape(tmp_path):
     file written in the former one (a plain JSON list of names next to
     its .npy, as save_text_embeddings wrote without a text_model) is read
     converted."""
+    from mmlocat.text.embeddings import read_sidecar
     rows = np.random.RandomState(0).randn(3, 4).astype(np.float32)
     path = str(tmp_path / 'old.npy')
     np.save(path, rows)
     with open(sidecar_path(path), 'w', encoding='utf-8') as f:
         json.dump(['a', 'b', 'background'], f, indent=0)
-    assert te.read_sidecar(sidecar_path(path)) == dict(
-        classes=['a', 'b', 'background'])
+    assert read_sidecar(
+        sidecar_path(path)) == dict(classes=['a', 'b', 'background'])
     assert te.read_text_model(path) == {}
     emb, bg, names = load_text_embeddings(path, ['a', 'b'])
     assert names == ['a', 'b'] and bg is not None and emb.shape == (2, 4)
     with open(sidecar_path(path), 'w', encoding='utf-8') as f:
         json.dump('a', f)
     with pytest.raises(ValueError, match=f'{sidecar_path(path)} holds a str'):
-        te.read_sidecar(sidecar_path(path))
+        read_sidecar(sidecar_path(path))
 
 
 def test_templates_are_recorded_by_content_and_checked(tmp_path):
@@ -398,7 +399,10 @@ def test_templates_are_recorded_by_content_and_checked(tmp_path):
     edited under the same name passed the check."""
     path = str(tmp_path / 'e.npy')
     te.write_text_embeddings(
-        path, ['cat'], CharEncoder(), dict(name='m'), templates='single',
+        path, ['cat'],
+        CharEncoder(),
+        dict(name='m'),
+        templates='single',
         prompt_style='plain')
     record = te.read_text_model(path)
     assert record['templates_sha256'] == templates_sha256(

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mmlocat.text import load_text_embeddings
-from mmlocat.text import TEMPLATE_SETS
+from mmlocat.text import TEMPLATE_SETS, load_text_embeddings
 from mmlocat.utils.records import rows_sha256, templates_sha256
 
 

@@ -394,8 +394,10 @@ def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
         ([img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes',
           ' , '], 'empty class list'),
         # issue 34: one grammar; a named list's typo is not one class
-        ([img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes',
-          'imagenet_openclip'], "'imagenet_openclip' is neither a class-name "
+        ([
+            img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes',
+            'imagenet_openclip'
+        ], "'imagenet_openclip' is neither a class-name "
          'file, a named list'),
         # random embeddings without a recorded text model
         ([img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes',

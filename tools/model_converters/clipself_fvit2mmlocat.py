@@ -38,8 +38,9 @@ from mmlocat.utils.checkpoint_io import (read_checkpoint,
                                          save_converted)
 from mmlocat.utils.converters.clipself_fvit import clipself_fvit_weights
 from mmlocat.utils.output_guard import refuse_output_over_input
-from mmlocat.utils.records import (CLIPSELF_KEY, RECORDS_VERSION, VERSION_KEY,
-                                   CLASS_FILES_KEY, file_sha256, rows_sha256)
+from mmlocat.utils.records import (CLASS_FILES_KEY, CLIPSELF_KEY,
+                                   RECORDS_VERSION, VERSION_KEY, file_sha256,
+                                   rows_sha256)
 
 #: The role of mmlocat.FViT's class embeddings in ``meta['class_files']``
 #: (the box head's ``text_embeddings``).
