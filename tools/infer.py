@@ -11,7 +11,9 @@ Outputs are named after the image's file name with its extension
 (``x.jpg`` -> ``OUT/x.jpg.png``, ``x.jpg.json``, ``x.jpg.labels.png``),
 below ``--out`` as below an input folder; names two inputs would share are
 an error before anything is written.
-``--classes "cat, remote control"`` (or a .txt / .json file of names) makes
+``--classes "cat, remote control"`` (or a .txt / .json file of names, a
+named list such as ``imagenet_open_clip``, a dataset type, one name: the
+grammar of ``mmlocat.text.resolve_class_names``) makes
 an F-ViT detector find, or a zero-shot segmentor label pixels with, those
 classes: their CLIP text embeddings are computed with the model's own text
 tower (recorded in the embedding file's sidecar or the CLIP checkpoint's
@@ -27,7 +29,7 @@ status is then 1. ``--out`` must be a folder: an existing file (an input
 image, the checkpoint, the config) is refused before the model is built.
 The config's
 text-embedding files must be those the checkpoint was trained with (its
-``meta['vocabulary']``; ``--allow-vocabulary-change`` accepts others). See
+``meta['class_files']``; ``--allow-class-file-change`` accepts others). See
 ``mmlocat.apis.MMLocatInferencer`` for the same from Python.
 """
 import argparse
@@ -37,7 +39,7 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import MMLocatInferencer
 from mmlocat.apis.cli import add_model_options
 from mmlocat.apis.inferencer import check_out_dir
-from mmlocat.datasets.vocabulary_record import ALLOW_OPTION
+from mmlocat.datasets.class_file_record import ALLOW_OPTION
 from mmlocat.utils.checkpoint_io import run_cli
 
 
@@ -51,8 +53,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         '--classes',
         help='open-vocabulary detection and zero-shot segmentation: class '
-        'names separated by commas, or a .txt (one a line) / .json file of '
-        'names')
+        'names separated by commas, a .txt (one a line) / .json file of '
+        'names, a named list (imagenet_open_clip, imagenet_wordnet), an '
+        'mmdet dataset type or one class name; a named list or dataset '
+        'type wins over a class of its name')
     parser.add_argument(
         '--text-model',
         help='open_clip model name of the CLIP text tower (when neither the '
@@ -91,7 +95,7 @@ def parse_args() -> argparse.Namespace:
         ALLOW_OPTION,
         action='store_true',
         help='run even if the text-embedding / class-name files differ from '
-        "those the checkpoint was trained with (its meta['vocabulary'])")
+        "those the checkpoint was trained with (its meta['class_files'])")
     add_model_options(
         parser,
         alpha=0.5,
@@ -119,7 +123,7 @@ def main() -> None:
         cfg_options=args.cfg_options,
         cfg_new_keys=args.cfg_new_keys,
         allow_partial_checkpoint=args.allow_partial_checkpoint,
-        allow_vocabulary_change=args.allow_vocabulary_change,
+        allow_class_file_change=args.allow_class_file_change,
         topk=args.topk,
         score_thr=args.score_thr,
         alpha=args.alpha,

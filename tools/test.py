@@ -10,9 +10,9 @@ given (then they are only reported). The Runner's ``after_load_checkpoint``
 hooks (e.g. an ``EMAHook``) still get the checkpoint where the Runner would
 give it to them. The text-embedding files an open-vocabulary model reads
 must be those it was trained with (the checkpoint's
-``meta['vocabulary']``, see ``mmlocat.VocabularyRecordHook``): a changed or
+``meta['class_files']``, see ``mmlocat.RecordHook``): a changed or
 reordered file stops the run, naming both hashes, unless
-``--allow-vocabulary-change`` is given.
+``--allow-class-file-change`` is given.
 ``--show-dir`` switches on the host's own visualization hook (mmseg
 ``SegVisualizationHook``, mmdet ``DetVisualizationHook``, mmpretrain
 ``VisualizationHook``); ``--out`` dumps the predictions as a pickle through
@@ -31,7 +31,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node)
-from mmlocat.datasets.vocabulary_record import ALLOW_OPTION, check_vocabulary
+from mmlocat.datasets.class_file_record import ALLOW_OPTION, check_class_files
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
                                   apply_data_root, check_component_arguments,
@@ -66,7 +66,7 @@ def parse_args() -> argparse.Namespace:
         action='store_true',
         help='evaluate even if the text-embedding / class-name files differ '
         'from those the checkpoint was trained with (its '
-        "meta['vocabulary'])")
+        "meta['class_files'])")
     add_cfg_options(parser)
     add_data_root_option(parser)
     parser.add_argument(
@@ -178,10 +178,10 @@ def main() -> None:
 
     def load_and_check():
         loaded.append(load(args.checkpoint))
-        check_vocabulary(
+        check_class_files(
             model,
             args.checkpoint,
-            allow_change=args.allow_vocabulary_change,
+            allow_change=args.allow_class_file_change,
             logger=runner.logger,
             meta=loaded[0].meta)
 

@@ -60,7 +60,7 @@ from mmengine.logging import MMLogger, print_log
 from mmengine.registry import DefaultScope
 from mmengine.structures import PixelData
 
-from mmlocat.datasets.vocabulary_record import check_vocabulary
+from mmlocat.datasets.class_file_record import check_class_files
 from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
                           register_model_config, vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import _first_line
@@ -713,9 +713,9 @@ class MMLocatInferencer:
             key the config does not have is refused).
         cfg_new_keys: Top-level keys ``cfg_options`` may add on purpose.
         allow_partial_checkpoint: Run even if the checkpoint misses keys.
-        allow_vocabulary_change: Run even if the text-embedding / class-name
+        allow_class_file_change: Run even if the text-embedding / class-name
             files of the config differ from those the checkpoint was
-            trained with (its ``meta['vocabulary']``; without ``classes``
+            trained with (its ``meta['class_files']``; without ``classes``
             only: typed classes are a new vocabulary by design).
         topk: Classes in the classification bars and JSON.
         score_thr: Boxes drawn from this score (the JSON has all).
@@ -738,7 +738,7 @@ class MMLocatInferencer:
                  cfg_options: Optional[Dict] = None,
                  cfg_new_keys: Sequence[str] = (),
                  allow_partial_checkpoint: bool = False,
-                 allow_vocabulary_change: bool = False,
+                 allow_class_file_change: bool = False,
                  topk: int = 5,
                  score_thr: float = 0.3,
                  alpha: float = 0.5,
@@ -788,10 +788,10 @@ class MMLocatInferencer:
         meta = weights.meta
         del weights  # copied into the model: free its tensors
         if self.vocabulary is None:
-            check_vocabulary(
+            check_class_files(
                 self.handler.model,
                 checkpoint,
-                allow_change=allow_vocabulary_change,
+                allow_change=allow_class_file_change,
                 meta=meta)
         self.task = handler.task
         self.max_side = (
@@ -824,7 +824,9 @@ class MMLocatInferencer:
             prompt_style=record.get('prompt_style', defaults['prompt_style']),
             background=defaults['background'],
             cache_dir=vocab_cache,
-            device=device)
+            device=device,
+            # a named list as shipped (open_clip's ImageNet names)
+            repeated_names=len(set(names)) != len(names))
         handler.apply_vocabulary(cfg, path, names)
         return names
 

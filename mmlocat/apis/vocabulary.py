@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-from mmlocat.text import (BACKGROUND, read_class_names, read_text_model,
-                          resolve_class_names, sidecar_path)
+from mmlocat.text import (BACKGROUND, read_text_model, resolve_class_names,
+                          sidecar_path)
 from mmlocat.utils.pretrained import is_pretrained_cfg
 from mmlocat.utils.records import (CLIP_KEY, file_sha256, file_text_sha256,
                                    read_checkpoint_meta)
@@ -39,38 +39,22 @@ __all__ = [
 
 
 def parse_vocabulary(spec: Union[str, Sequence[str]]) -> List[str]:
-    """Class names from ``"cat, remote control"``, a list, or a file.
+    """The class names of a run-time vocabulary (``--classes``).
 
-    A string naming an existing file is read with
-    :func:`mmlocat.text.read_class_names` (``.txt`` one
-    name a line, ``.json`` list / sidecar / COCO annotations); any other
-    string is split at commas. Names are stripped; empty ones dropped.
+    ``spec`` is read by :func:`mmlocat.text.resolve_class_names`, the one
+    class-list grammar: a ``.txt`` / ``.json`` file, a named list
+    (``'imagenet_open_clip'``: its 1000 names), a dataset type, names
+    separated by commas (``"cat, remote control"``), or one class name
+    (``"cat"``); named lists win over a class of the same name. A
+    vocabulary adds two rules: no name twice (except in a named list, as
+    shipped) and no ``'background'``.
 
     Raises:
-        ValueError: No names, duplicates, or the reserved ``'background'``.
+        ValueError: No names, duplicates, the reserved ``'background'``,
+            or :func:`~mmlocat.text.resolve_class_names`'s errors.
         FileNotFoundError: A ``.txt`` / ``.json`` path that does not exist.
     """
-    if isinstance(spec, str):
-        if osp.isfile(spec):
-            raw = read_class_names(spec, unique=True)
-        elif spec.endswith(('.txt', '.json')):
-            raise FileNotFoundError(f'vocabulary file not found: {spec}')
-        else:
-            raw = spec.split(',')
-    else:
-        raw = list(spec)
-    bad = [n for n in raw if not isinstance(n, str)]
-    if bad:
-        raise ValueError(f'class names must be strings, got {bad[:3]}')
-    names = [n.strip() for n in raw if n.strip()]
-    if not names:
-        raise ValueError(
-            f'empty vocabulary: {spec!r} names no class; give names '
-            'separated by commas ("cat, remote control") or a .txt / .json '
-            'file of names')
-    dups = sorted({n for n in names if names.count(n) > 1})
-    if dups:
-        raise ValueError(f'the vocabulary names {dups} more than once')
+    names = resolve_class_names(spec, unique=True)
     if BACKGROUND in names:
         raise ValueError(f'{BACKGROUND!r} is reserved (F-ViT embeds it '
                          'itself, the zero-shot segmentor finds it by '

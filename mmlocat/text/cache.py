@@ -160,7 +160,8 @@ def vocabulary_embeddings(names: Sequence[str],
                           background: bool = True,
                           cache_dir: Optional[str] = None,
                           device: str = 'cpu',
-                          encoder: Optional[Encoder] = None) -> str:
+                          encoder: Optional[Encoder] = None,
+                          repeated_names: bool = False) -> str:
     """An embedding file for ``names``.
 
     Built like ``tools/misc/dump_text_embeddings.py`` (``--background``
@@ -169,7 +170,7 @@ def vocabulary_embeddings(names: Sequence[str],
     background row; a cached file is reused.
 
     Args:
-        names: Class names (see :func:`mmlocat.apis.parse_vocabulary`).
+        names: Class names (:func:`mmlocat.apis.parse_vocabulary`).
         model_name: open_clip model name.
         weights: open_clip weights file or tag.
         templates: A key of ``TEMPLATE_SETS``.
@@ -179,6 +180,9 @@ def vocabulary_embeddings(names: Sequence[str],
         cache_dir: Default :func:`default_cache_dir`.
         device: Where the text tower runs.
         encoder: Prompts -> features (default: open_clip's tower).
+        repeated_names: ``names`` may name a class twice (a named list as
+            shipped, open_clip's ImageNet names): as
+            :func:`~mmlocat.text.embeddings.write_text_embeddings`.
 
     Returns:
         The ``.npy`` path (its ``.json`` sidecar lies next to it).
@@ -187,8 +191,14 @@ def vocabulary_embeddings(names: Sequence[str],
         raise ValueError(f'templates must be one of {sorted(TEMPLATE_SETS)}, '
                          f'got {templates!r}')
     cache_dir = cache_dir or default_cache_dir()
-    key = _cache_key(names, model_name, weights, templates, prompt_style,
-                     background)
+    key = _cache_key(
+        names,
+        model_name,
+        weights,
+        templates,
+        prompt_style,
+        background,
+        repeated_names=repeated_names)
     path = osp.join(cache_dir, f'{key}.npy')
     if osp.isfile(path) and osp.isfile(sidecar_path(path)):
         print_log(f'vocabulary: cached embeddings {path}', logger='current')
@@ -201,7 +211,8 @@ def vocabulary_embeddings(names: Sequence[str],
         encoder_record(encode, model_name, weights),
         templates=templates,
         prompt_style=prompt_style,
-        background=background)
+        background=background,
+        repeated_names=repeated_names)
     print_log(
         f'vocabulary: {len(names)} classes embedded with {model_name} -> '
         f'{path}',

@@ -17,6 +17,7 @@
 import importlib
 import json
 import os.path as osp
+import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
@@ -25,7 +26,7 @@ __all__ = [
     'names_from_annotations', 'resolve_class_names', 'registered_metainfo',
     'dataset_metainfo', 'dataset_classes', 'zero_shot_classes',
     'zero_shot_class_name_lines', 'IMAGENET_NAME_SOURCES',
-    'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names'
+    'IMAGENET_OPEN_CLIP_FILE', 'imagenet_class_names', 'NAMED_CLASS_LISTS'
 ]
 
 #: The row name of F-ViT's background embedding, and the default background
@@ -89,10 +90,29 @@ def read_json(path: str, fix: str) -> object:
             f'{err.msg}; {fix}') from None
 
 
+def _check_unique(names: Sequence[str],
+                  where: str,
+                  unit: str,
+                  numbered: bool = False) -> None:
+    """Raise on a name listed twice, naming both places (1-based ``unit``
+    numbers; ``numbered``: ``where`` is a file, named ``file:number``)."""
+    first: Dict[str, int] = {}
+    for number, name in enumerate(names, 1):
+        if name in first:
+            at = f'{where}:{number}' if numbered else where
+            raise ValueError(
+                f'{at}: class name {name!r} is listed twice ({unit}s '
+                f'{first[name]} and {number}); a class is one {unit}: '
+                'remove one of them')
+        first[name] = number
+
+
 def read_class_names(path: str, unique: bool = False) -> List[str]:
     """Read class names: a ``.json`` list, an embedding sidecar, a
     COCO/LVIS annotation file (its categories in id order) or a ``.txt``
-    (one a line).
+    (one a line; an empty line before the last name is an error, a
+    separator in a line too). Lists given as arguments are read through
+    :func:`resolve_class_names`.
 
     Args:
         path: The file (UTF-8).
@@ -102,9 +122,10 @@ def read_class_names(path: str, unique: bool = False) -> List[str]:
 
     Raises:
         FileNotFoundError: No such file.
-        ValueError: Not UTF-8, not JSON, not a list of strings, or (with
-            ``unique``) a duplicate; naming the file and the line (the
-            item of a JSON list).
+        ValueError: Not UTF-8, not JSON, not a list of strings, an empty
+            or a separated ``.txt`` line, or (with ``unique``) a
+            duplicate; naming the file and the line (the item of a JSON
+            list).
     """
     if not osp.isfile(path):
         raise FileNotFoundError(f'class-name file not found: {path}')
@@ -114,18 +135,21 @@ def read_class_names(path: str, unique: bool = False) -> List[str]:
             names = names_from_annotations(names, path)[0]
         elif isinstance(names, dict) and 'classes' in names:
             names = names['classes']  # an embedding sidecar
-        where = list(range(1,
-                           len(names) + 1)) if isinstance(names, list) else []
         unit = 'item'
     else:
         # universal newlines, as a text-mode read splits them
         lines = read_utf8(path).replace('\r\n', '\n').replace('\r', '\n')
-        numbered = [(n, line.strip())
-                    for n, line in enumerate(lines.split('\n'), 1)
-                    if line.strip()]
-        where, names = [n for n, _ in numbered], [t for _, t in numbered]
+        numbered = list(enumerate(lines.rstrip().split('\n'), 1))
+        names = [line.strip() for _, line in numbered]
         unit = 'line'
+        if not lines.strip():
+            raise ValueError(f'class-name file {path} is empty')
         for number, name in numbered:
+            if not name.strip():
+                # a gap: a class deleted, or two lists pasted together
+                raise ValueError(
+                    f'{path}:{number}: empty line; a .txt list is one '
+                    'class name a line, with no empty lines: remove it')
             if ',' in name or ';' in name:
                 # SCLIP's synonym lines read here would be one name each
                 raise ValueError(
@@ -139,14 +163,7 @@ def read_class_names(path: str, unique: bool = False) -> List[str]:
             or not all(isinstance(n, str) for n in names)):
         raise ValueError(f'{path} must hold a list of class-name strings')
     if unique:
-        first: Dict[str, int] = {}
-        for number, name in zip(where, names):
-            if name in first:
-                raise ValueError(
-                    f'{path}:{number}: class name {name!r} is listed twice '
-                    f'({unit}s {first[name]} and {number}); a class is '
-                    f'one {unit}: remove one of them')
-            first[name] = number
+        _check_unique(names, path, unit, numbered=True)
     return names
 
 
@@ -159,6 +176,11 @@ def read_class_name_file(path: str) -> List[List[str]]:
     does not matter. Unlike it, an empty line or an empty name is an error
     (SCLIP would embed an empty prompt), and ``\\r\\n`` line ends are read
     as ``\\n``.
+
+    A name on two lines is refused by :func:`check_class_name_lines`,
+    which every reader of such a file calls with the dataset's classes (it
+    knows which line is the background, the one line that may share
+    names).
 
     Returns:
         One list of names per class, in file order.
@@ -206,19 +228,29 @@ def _squash(name: str) -> str:
 
 
 def check_class_name_lines(lines: Sequence[Sequence[str]],
-                           classes: Sequence[str], path: str) -> None:
+                           classes: Sequence[str],
+                           path: str,
+                           background: str = BACKGROUND) -> None:
     """Raise unless a class-name file's lines can be the dataset's classes
     in label order.
 
-    Line ``k`` is class ``k``: the counts must be equal. The names of a line
+    Line ``k`` is class ``k``: the counts must be equal. A name on two
+    lines would be two classes' query: an error, with one documented
+    escape: the line of the ``background`` class (SCLIP's text background,
+    read with a background row, e.g. line 1 of ``coco-object.txt``) may
+    share names with object classes (SCLIP's background synonyms list
+    ``bed``, also class 60's name; the pixel goes to whichever scores
+    higher, as in SCLIP). The names of a line
     need not contain the class's own name (SCLIP's VOC20 file says ``ship``
     for ``boat``), so the order is checked where it can be: a line holding
     another class's name (spaces, ``_`` and case ignored) whose own line
     lacks it is a misplaced line.
 
     Raises:
-        ValueError: Another count, or a misplaced line; naming the file,
-            the line and the dataset class at both places.
+        ValueError: Another count, a name on two lines (neither the
+            background's: naming the file and both lines), or a misplaced
+            line; naming the file, the line and the dataset class at both
+            places.
     """
     classes = list(classes)
     if len(lines) != len(classes):
@@ -226,6 +258,18 @@ def check_class_name_lines(lines: Sequence[Sequence[str]],
             f'{path} has {len(lines)} lines (classes) but the dataset '
             f'{len(classes)} classes ({classes[:3]}...); line k must be the '
             'names of dataset class k')
+    first: Dict[str, int] = {}
+    for k, names in enumerate(lines):
+        if classes[k] == background:
+            continue  # the escape: background synonyms (see above)
+        for name in names:
+            if first.setdefault(name, k) != k:
+                raise ValueError(
+                    f'{path}:{k + 1}: {name!r} is also on line '
+                    f'{first[name] + 1} (lines {first[name] + 1} and '
+                    f'{k + 1}); a name is the query of one class: remove '
+                    f'it from one line (only the {background!r} line may '
+                    'share names with object classes)')
     owned = [{_squash(n) for n in names} for names in lines]
     index = {_squash(c): k for k, c in enumerate(classes)}
     for k, names in enumerate(lines):
@@ -286,31 +330,95 @@ def registered_metainfo(dataset_type: str, scope: Optional[str]) -> Dict:
     return {k.lower(): v for k, v in meta.items()}
 
 
-def resolve_class_names(spec: Union[str, Sequence[str]]) -> List[str]:
-    """A class list named in a model's or metric's arguments: a list, a
-    ``.json``/``.txt`` file (:func:`read_class_names`), an ImageNet list
-    (``'imagenet_open_clip'`` / ``'imagenet_wordnet'``,
-    :func:`imagenet_class_names`) or
-    the type name of a registered mmdet dataset (its
-    ``METAINFO['classes']``).
+#: The named class lists :func:`resolve_class_names` knows: a string equal
+#: to one of these names the list, never a class of that name.
+NAMED_CLASS_LISTS = tuple(f'imagenet_{source}'
+                          for source in IMAGENET_NAME_SOURCES)
+#: How a named list or a dataset type is recognised in a string that is
+#: neither (a typo): a prefix of :data:`NAMED_CLASS_LISTS`, or the suffix
+#: of a dataset type. Such a string is an error, not one class name.
+_LIST_LIKE = re.compile(r'^imagenet_|Dataset$')
 
-    Not a config's dataset classes (that is :func:`dataset_classes`): this
-    reads what one argument names, as F-ViT's box head does for
-    ``class_names`` / ``base_class_names`` and ``ZeroShotAccuracy`` for
-    ``class_names``; dataset types are looked up in mmdet's registry.
+
+def resolve_class_names(spec: Union[str, Sequence[str]],
+                        unique: bool = False) -> List[str]:
+    """The one reader of a class list given as an argument: a model's or
+    metric's ``class_names`` / ``base_class_names``, a run-time vocabulary
+    (``tools/infer.py --classes``, :func:`mmlocat.apis.parse_vocabulary`),
+    ``dump_text_embeddings.py --names``.
+
+    The grammar, tried in this order (the first that applies wins):
+
+    1. A list (or tuple) of strings: the class names, each stripped
+       (empty ones dropped).
+    2. A string naming an existing file, or ending in ``.txt`` /
+       ``.json``: the file (:func:`read_class_names`: one name a ``.txt``
+       line, a ``.json`` list, an embedding sidecar, COCO/LVIS
+       annotations); a missing one is an error.
+    3. A named list (:data:`NAMED_CLASS_LISTS`: ``'imagenet_open_clip'``,
+       ``'imagenet_wordnet'``, :func:`imagenet_class_names`), taken as
+       shipped (open_clip's list names two classes twice, on purpose).
+    4. A string with a comma: class names separated by commas
+       (``'cat, remote control'``), each stripped; empty items (a
+       trailing comma) are dropped. A typed string has no synonyms.
+    5. A registered mmdet dataset type (``'LVISV1Dataset'``): its
+       ``METAINFO['classes']``.
+    6. Any other string: ONE class of that name (``--classes cat``).
+
+    So a named list or a dataset type wins over a single class of the same
+    name; a string that looks like one but is not (``'imagenet_x'``,
+    ``'NoSuchDataset'``) is an error rather than a class, and ``';'`` is
+    refused in a typed string (write commas).
+
+    Not a config's dataset classes (that is :func:`dataset_classes`).
+
+    Args:
+        spec: The class list, as above.
+        unique: A name listed twice is an error naming both places (a
+            vocabulary, a ``--names`` list); named lists are exempt.
+
+    Raises:
+        FileNotFoundError: A ``.txt`` / ``.json`` path that does not exist.
+        ValueError: No names, a name that is not a string, ``';'`` in a
+            typed string, an unknown list-like name, a duplicate (with
+            ``unique``), or a file's error (:func:`read_class_names`).
     """
     if not isinstance(spec, str):
-        return list(spec)
-    if spec.endswith(('.json', '.txt')):
-        return read_class_names(spec)
-    source = spec[len('imagenet_'):]
-    if spec.startswith('imagenet_') and source in IMAGENET_NAME_SOURCES:
-        return imagenet_class_names(source)
-    classes = registered_metainfo(spec, 'mmdet').get('classes')
-    if classes is None:
-        raise ValueError(f'{spec!r} is neither a class-name file nor a '
-                         'registered dataset with METAINFO classes')
-    return list(classes)
+        bad = [n for n in spec if not isinstance(n, str)]
+        if bad:
+            raise ValueError(f'class names must be strings, got {bad[:3]}')
+        names = [n.strip() for n in spec if n.strip()]
+        where = 'the class list'
+    elif osp.isfile(spec) or spec.endswith(('.json', '.txt')):
+        return read_class_names(spec, unique=unique)
+    elif spec in NAMED_CLASS_LISTS:
+        return imagenet_class_names(spec[len('imagenet_'):])
+    elif ';' in spec:
+        raise ValueError(
+            f'{spec!r}: ";" does not separate class names; separate them '
+            'by commas ("cat, remote control")')
+    elif ',' in spec or not spec.strip():
+        names = [n.strip() for n in spec.split(',') if n.strip()]
+        where = f'{spec!r}'
+    else:
+        classes = registered_metainfo(spec, 'mmdet').get('classes')
+        if classes is not None:
+            return list(classes)
+        if _LIST_LIKE.search(spec.strip()):
+            raise ValueError(
+                f'{spec!r} is neither a class-name file, a named list '
+                f'{NAMED_CLASS_LISTS} nor a registered mmdet dataset with '
+                'METAINFO classes')
+        names = [spec.strip()]
+        where = f'{spec!r}'
+    if not names:
+        raise ValueError(f'empty class list: {spec!r} names no class; give '
+                         'names separated '
+                         'by commas ("cat, remote control"), a .txt / .json '
+                         'file of names, a named list or a dataset type')
+    if unique:
+        _check_unique(names, where, 'item')
+    return names
 
 
 def dataset_metainfo(cfg, scope: Optional[str] = None) -> Dict:

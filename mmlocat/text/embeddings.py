@@ -8,13 +8,16 @@ L2-normalised, the prompts of a class are averaged and the mean is
 normalised again.
 
 On disk an embedding file is a ``(R, D)`` float ``.npy`` plus a sidecar
-``.json`` (same stem). With one row per class (``R = C``) the sidecar holds
-the ``C`` class names, row by row: a plain list, or ``{"classes": [...],
-"text_model": {...}}`` where ``text_model`` records the text tower that
+``.json`` (same stem), of one shape: a JSON object. With one row per class
+(``R = C``) it holds the ``C`` class names, row by row, ``{"classes":
+[...]}``, and, when known, ``"text_model": {...}``, which records the text
+tower that
 wrote it (open_clip ``name``, ``weights`` file and its ``sha256``, the
 ``templates`` and ``prompt_style``) so that a consumer can refuse
 embeddings of another CLIP or prompt recipe. An optional last row named
-``'background'`` is F-ViT's background embedding.
+``'background'`` is F-ViT's background embedding. Sidecars written before
+(a plain list of the class names, without ``text_model``) are read as
+``{"classes": list}`` (:func:`read_sidecar`).
 
 Zero-shot segmentation as SCLIP evaluates it
 (https://github.com/wangf3014/SCLIP, ``clip_segmentor.py``) gives a class
@@ -38,7 +41,8 @@ import numpy as np
 from tqdm import tqdm
 
 from mmlocat.utils.checkpoint_io import write_atomic
-from mmlocat.utils.records import check_sidecar_rows, rows_sha256
+from mmlocat.utils.records import (check_sidecar_rows, rows_sha256,
+                                   templates_sha256)
 from mmlocat.utils.safe_load import load_array
 from .class_names import BACKGROUND, read_class_names, read_json
 from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
@@ -47,10 +51,11 @@ from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
 __all__ = [
     'Encoder', 'sidecar_path', 'embed_names', 'build_class_embeddings',
     'build_query_embeddings', 'query_map', 'save_text_embeddings',
-    'write_text_embeddings', 'read_text_model', 'check_prompt_recipe',
-    'check_same_classes', 'QueryEmbeddings', 'load_query_embeddings',
-    'load_text_embeddings', 'read_clipself_embeddings', 'save_base_classes',
-    'base_classes_path', 'embedding_files'
+    'write_text_embeddings', 'read_text_model', 'read_sidecar',
+    'check_prompt_recipe', 'check_same_classes', 'QueryEmbeddings',
+    'load_query_embeddings', 'load_text_embeddings',
+    'read_clipself_embeddings', 'save_base_classes', 'base_classes_path',
+    'embedding_files'
 ]
 
 #: Prompts -> ``(N, D)`` features (an array or a tensor).
@@ -65,12 +70,24 @@ def sidecar_path(npy_path: str) -> str:
     return npy_path[:-len('.npy')] + '.json'
 
 
-def _read_sidecar(side: str) -> object:
-    """A sidecar's JSON content; a truncated or broken one is named with
-    the line where it stops and the fix."""
-    return read_json(
-        side, 'an embedding file and its sidecar are written together: '
-        'write them again (tools/misc/dump_text_embeddings.py)')
+def read_sidecar(side: str) -> Dict:
+    """A sidecar's content in its one shape, ``{"classes": [...], ...}``:
+    the former shape, a plain list of the class names, is converted.
+
+    Raises:
+        ValueError: Not JSON (a truncated or broken file: the line where
+            it stops), or neither an object nor a list; naming the file
+            and the fix.
+    """
+    fix = ('an embedding file and its sidecar are written together: write '
+           'them again (tools/misc/dump_text_embeddings.py)')
+    content = read_json(side, fix)
+    if isinstance(content, list):  # the former shape: the class names
+        return dict(classes=content)
+    if not isinstance(content, dict):
+        raise ValueError(f'{side} holds a {type(content).__name__}, not a '
+                         f'sidecar ({{"classes": [...], ...}}); {fix}')
+    return content
 
 
 def _normalize(x: np.ndarray) -> np.ndarray:
@@ -194,10 +211,10 @@ def save_text_embeddings(path: str,
             the query names.
         text_model: Provenance of the text tower (e.g. ``name``,
             ``weights``, ``sha256`` of the weights file, ``templates``,
-            ``prompt_style``); with it the sidecar is ``{"classes": names,
-            "text_model": text_model}`` (plus ``rows_sha256``, the rows'
-            fingerprint, :func:`mmlocat.utils.records.rows_sha256`),
-            without it a plain list of names.
+            ``prompt_style``), stored as the sidecar's ``text_model``
+            (plus ``rows_sha256``, the rows' fingerprint,
+            :func:`mmlocat.utils.records.rows_sha256`); the sidecar is
+            ``{"classes": names}`` with or without it.
         query_class: The class index of each row (rows are query names,
             several per class): the sidecar then holds ``classes``,
             ``queries`` and ``query_class`` (see the module docstring).
@@ -213,14 +230,12 @@ def save_text_embeddings(path: str,
         _check_query_map(list(query_class), len(names), len(classes), path)
     side = sidecar_path(path)
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    content = list(names)
+    content = dict(classes=list(names))  # the one shape (read_sidecar)
     if query_class is not None:
         content = dict(
             classes=list(classes),
-            queries=content,
+            queries=list(names),
             query_class=[int(k) for k in query_class])
-    elif text_model is not None:
-        content = dict(classes=content)
     if text_model is not None:
         # binds the sidecar to these rows (mmlocat.utils.records)
         content['text_model'] = dict(
@@ -294,7 +309,11 @@ def write_text_embeddings(
             background=background,
             prompt_style=prompt_style)
     text_model = dict(
-        text_model, templates=templates, prompt_style=prompt_style)
+        text_model,
+        templates=templates,
+        # the set's content next to its name (records.templates_sha256)
+        templates_sha256=templates_sha256(template_set),
+        prompt_style=prompt_style)
     save_text_embeddings(
         path, embeddings, rows, text_model=text_model, **row_map)
     return embeddings, rows
@@ -306,10 +325,7 @@ def read_text_model(path: str) -> Dict:
     side = sidecar_path(path)
     if not osp.isfile(side):
         raise FileNotFoundError(f'class-name sidecar not found: {side}')
-    content = _read_sidecar(side)
-    if isinstance(content, dict):
-        return dict(content.get('text_model') or {})
-    return {}
+    return dict(read_sidecar(side).get('text_model') or {})
 
 
 def check_prompt_recipe(text_model: Dict, text_file: str,
@@ -325,7 +341,11 @@ def check_prompt_recipe(text_model: Dict, text_file: str,
             consumer; a ``None`` value accepts any.
         consumer: Who expects them (for the message), e.g. a model type.
 
-    Each field is compared only when both sides have it.
+    Each field is compared only when both sides have it. Where the
+    templates' names are compared and the sidecar records the set's
+    content (``templates_sha256``, :func:`~mmlocat.utils.records.
+    templates_sha256`), it is compared with the set of that name now: a
+    set edited under the same name is refused.
 
     Raises:
         ValueError: Naming the file, both values and the dump option.
@@ -339,6 +359,18 @@ def check_prompt_recipe(text_model: Dict, text_file: str,
                 f'{found!r} but {consumer} names {want!r}: dump them with '
                 f'tools/misc/dump_text_embeddings.py {option} {want}, or set '
                 f'{key}={found!r} (None accepts any)')
+    recorded = text_model.get('templates_sha256')
+    name = text_model.get('templates')
+    if (expected.get('templates') is not None and recorded is not None
+            and name in TEMPLATE_SETS):
+        now = templates_sha256(TEMPLATE_SETS[name])
+        if recorded != now:
+            raise ValueError(
+                f'text embeddings {text_file} were written with the '
+                f'templates {name!r} of sha256 {recorded}, but the set of '
+                f'that name is now {now} (its prompts changed): dump them '
+                f'again (tools/misc/dump_text_embeddings.py --templates '
+                f'{name})')
 
 
 def _mismatch(got: List[str], want: List[str], path: str) -> str:
@@ -414,9 +446,8 @@ def load_query_embeddings(
     side = sidecar_path(path)
     if not osp.isfile(side):
         raise FileNotFoundError(f'class-name sidecar not found: {side}')
-    content = _read_sidecar(side)
-    has_map = isinstance(content, dict) and ('queries' in content
-                                             or 'query_class' in content)
+    content = read_sidecar(side)
+    has_map = 'queries' in content or 'query_class' in content
     classes = read_class_names(side)
     if has_map:
         queries, query_class = content.get('queries'), content.get(
@@ -429,13 +460,12 @@ def load_query_embeddings(
     else:
         queries, query_class = list(classes), list(range(len(classes)))
     emb = load_array(path)
-    if isinstance(content, dict):
-        text_model = content.get('text_model') or {}
-        if not isinstance(text_model, dict):
-            raise ValueError(f'{side}: "text_model" must be a record (a '
-                             'dict); write the file again '
-                             '(tools/misc/dump_text_embeddings.py)')
-        check_sidecar_rows(text_model, emb, path, side)
+    text_model = content.get('text_model') or {}
+    if not isinstance(text_model, dict):
+        raise ValueError(f'{side}: "text_model" must be a record (a '
+                         'dict); write the file again '
+                         '(tools/misc/dump_text_embeddings.py)')
+    check_sidecar_rows(text_model, emb, path, side)
     if emb.ndim != 2 or emb.shape[0] != len(queries):
         raise ValueError(f'{path} has shape {emb.shape} but {side} lists '
                          f'{len(queries)} ' +

@@ -15,17 +15,21 @@ open_clip ``name``, ``weights`` / ``sha256`` of the file converted,
 ``image_sha256``, the fingerprint of the tower's own weights as saved),
 ``clip_provenance`` (:data:`CLIP_RUN_KEY`, a LaSt-CLIP run's two towers),
 ``open_clip_text`` (:data:`TEXT_TOWER_KEY`, an exported text tower),
-``vocabulary`` (:data:`VOCABULARY_KEY`, the files a model read, see
-:mod:`mmlocat.datasets.vocabulary_record`), ``clipself_fvit``
+``class_files`` (:data:`CLASS_FILES_KEY`, the files a model read, see
+:mod:`mmlocat.datasets.class_file_record`; written as ``vocabulary``
+before, read under either name, :data:`LEGACY_KEYS`), ``clipself_fvit``
 (:data:`CLIPSELF_KEY`, a converted CLIPSelf F-ViT's class rows),
 ``lastclip`` (:data:`LASTCLIP_KEY`), ``source`` / ``converter`` (the file
 converted and the tool). :func:`read_checkpoint_meta` is the one reader
 (on :func:`~mmlocat.utils.checkpoint_io.read_checkpoint`, weights-only);
 a value of the wrong type is an error naming the file and the key.
 
-**Sidecar** (``X.json`` next to ``X.npy``, :mod:`mmlocat.text.embeddings`):
+**Sidecar** (``X.json`` next to ``X.npy``, :mod:`mmlocat.text.embeddings`),
+one shape, ``{"classes": [...], "text_model": {...}}`` (the former plain
+list of names is read as ``{"classes": list}``,
+:func:`~mmlocat.text.embeddings.read_sidecar`):
 its ``text_model`` record holds the text tower's record, the prompt recipe
-(``templates``, ``prompt_style``) and ``rows_sha256``
+(``templates``, ``templates_sha256``, ``prompt_style``) and ``rows_sha256``
 (:func:`rows_sha256`), which binds it to its rows: a sidecar next to
 another ``.npy`` is refused when the file is read
 (:func:`check_sidecar_rows`).
@@ -33,7 +37,10 @@ another ``.npy`` is refused when the file is read
 **Fingerprints**: :func:`file_sha256` (a file's bytes: weights files,
 class-name files), :func:`text_sha256` (a text tower's tensors, whatever
 the file), :func:`weights_sha256` (an image tower's tensors as saved),
-:func:`rows_sha256` (embedding rows as float32).
+:func:`rows_sha256` (embedding rows as float32), :func:`templates_sha256`
+(prompt templates' strings: a sidecar's ``templates_sha256`` next to the
+set's name ``templates``, compared with the set of that name by
+:func:`~mmlocat.text.embeddings.check_prompt_recipe`).
 
 **One rule** (:func:`check_clip_pairing`): a model pairing a CLIP tower
 checkpoint with text embeddings refuses what it cannot prove: a tower
@@ -55,10 +62,11 @@ fingerprint fall back to comparing ``name`` and the file ``sha256``.
 """
 import copy
 import hashlib
+import json
 import logging
 import os
 import os.path as osp
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -70,13 +78,13 @@ from .checkpoint_io import (read_checkpoint, read_clip_state_dict,
 
 __all__ = [
     'RECORDS_VERSION', 'VERSION_KEY', 'CLIP_KEY', 'CLIP_RUN_KEY',
-    'TEXT_TOWER_KEY', 'VOCABULARY_KEY', 'CLIPSELF_KEY', 'LASTCLIP_KEY',
-    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'check_meta', 'file_sha256',
-    'read_checkpoint_meta', 'checkpoint_weights_sha256', 'clip_meta',
-    'clip_provenance', 'check_same_clip', 'check_clip_pairing',
+    'TEXT_TOWER_KEY', 'CLASS_FILES_KEY', 'CLIPSELF_KEY', 'LASTCLIP_KEY',
+    'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'LEGACY_KEYS', 'check_meta',
+    'file_sha256', 'read_checkpoint_meta', 'checkpoint_weights_sha256',
+    'clip_meta', 'clip_provenance', 'check_same_clip', 'check_clip_pairing',
     'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
-    'rows_sha256', 'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
-    'NOT_TEXT_KEYS', 'TEXT_ACTS'
+    'rows_sha256', 'templates_sha256', 'check_sidecar_rows',
+    'file_text_sha256', 'text_provenance', 'NOT_TEXT_KEYS', 'TEXT_ACTS'
 ]
 
 #: The version of the records' schema this module writes; a checkpoint
@@ -92,7 +100,7 @@ CLIP_RUN_KEY = 'clip_provenance'
 #: ``meta`` key that marks an exported text tower file.
 TEXT_TOWER_KEY = 'open_clip_text'
 #: ``meta`` key of the files a model read (the hook, F-ViT's converter).
-VOCABULARY_KEY = 'vocabulary'
+CLASS_FILES_KEY = 'class_files'
 #: ``meta`` key of a converted CLIPSelf F-ViT's class rows.
 CLIPSELF_KEY = 'clipself_fvit'
 #: ``meta`` key of an exported LaSt-CLIP tower's run.
@@ -106,12 +114,15 @@ META_SCHEMA: Dict[str, type] = {
     CLIP_KEY: dict,
     CLIP_RUN_KEY: dict,
     TEXT_TOWER_KEY: dict,
-    VOCABULARY_KEY: dict,
+    CLASS_FILES_KEY: dict,
     CLIPSELF_KEY: dict,
     LASTCLIP_KEY: dict,
     SOURCE_KEY: str,
     CONVERTER_KEY: str,
 }
+#: Keys earlier checkpoints were written with -> their key now: read
+#: under either name, written under the new one (:func:`check_meta`).
+LEGACY_KEYS: Dict[str, str] = {'vocabulary': CLASS_FILES_KEY}
 
 #: Entries of a CLIP file that are not weights of its text tower: the
 #: contrastive temperature (and bias), the ints OpenAI's TorchScript
@@ -132,7 +143,8 @@ def file_sha256(path: str, chunk: int = 1 << 20) -> str:
 
 
 def check_meta(meta: object, path: str) -> Dict:
-    """A checkpoint's ``meta`` with every record key of its type.
+    """A checkpoint's ``meta`` with every record key of its type, and
+    its keys of :data:`LEGACY_KEYS` under their names now (a copy).
 
     Raises:
         ValueError: ``meta`` is not a dict, or a key of
@@ -145,6 +157,10 @@ def check_meta(meta: object, path: str) -> Dict:
         raise ValueError(f'{path}: the checkpoint\'s meta is a '
                          f'{type(meta).__name__}, not a dict: write it '
                          'again with the tool that made it')
+    meta = dict(meta)
+    for old, new in LEGACY_KEYS.items():
+        if old in meta and new not in meta:
+            meta[new] = meta.pop(old)
     for key, kind in META_SCHEMA.items():
         value = meta.get(key)
         if value is not None and (not isinstance(value, kind)
@@ -154,7 +170,7 @@ def check_meta(meta: object, path: str) -> Dict:
                 f'({str(value)[:60]!r}), not a {kind.__name__}: the record '
                 'is not mmlocat\'s; convert the weights again '
                 '(tools/model_converters/*2mmlocat.py write it)')
-    return dict(meta)
+    return meta
 
 
 _CHECKPOINTS: Dict[Tuple, Tuple[Dict, Optional[str]]] = {}
@@ -320,6 +336,14 @@ def rows_sha256(rows) -> str:
         rows = rows.detach().to('cpu', torch.float32).numpy()
     data = np.ascontiguousarray(np.asarray(rows, dtype=np.float32))
     return hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def templates_sha256(templates: Sequence[str]) -> str:
+    """Hex sha256 of prompt templates' strings, in order (JSON list, UTF-8):
+    recorded next to the template set's name (a sidecar's ``templates``) so
+    that a set edited under the same name is told apart."""
+    blob = json.dumps(list(templates), ensure_ascii=False)
+    return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
 
 def check_sidecar_rows(text_model: Mapping, rows: np.ndarray, path: str,

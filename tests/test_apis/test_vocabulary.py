@@ -20,13 +20,17 @@ def test_parse_vocabulary(tmp_path):
     ]
     assert voc.parse_vocabulary(['dog ', 'cat']) == ['dog', 'cat']
     txt = tmp_path / 'names.txt'
-    txt.write_text('cat\n\nremote control\n')
+    txt.write_text('cat\nremote control\n')
     assert voc.parse_vocabulary(str(txt)) == ['cat', 'remote control']
+    # issue 34: an empty line in a list is an error naming file and line
+    txt.write_text('cat\n\nremote control\n')
+    with pytest.raises(ValueError, match=f'{txt}:2: empty line'):
+        voc.parse_vocabulary(str(txt))
     js = tmp_path / 'names.json'
     js.write_text(json.dumps(['a, b']))  # a file name is not split
     assert voc.parse_vocabulary(str(js)) == ['a, b']
-    for bad, message in ((' , ', 'empty vocabulary'), ('', 'empty'),
-                         ([], 'empty'), ('cat, cat', 'more than once'),
+    for bad, message in ((' , ', 'empty class list'), ('', 'empty'),
+                         ([], 'empty'), ('cat, cat', 'listed twice'),
                          ('cat, background', 'reserved'), ([1],
                                                            'must be strings')):
         with pytest.raises(ValueError, match=message):
@@ -216,3 +220,12 @@ def test_text_weights_found_in_the_readmes_layout(tmp_path, monkeypatch):
         voc.resolve_text_model(record, 'iter_1.pth', search_dirs=dirs)
     for place in dirs + ['--text-weights']:
         assert place in str(err.value)
+
+
+def test_a_named_list_is_a_vocabulary_of_its_names():
+    """Issue 34: ``--classes imagenet_open_clip`` was one class of that
+    name; a single typed name is still one class."""
+    from mmlocat.text.class_names import imagenet_class_names
+    assert voc.parse_vocabulary('imagenet_open_clip') == imagenet_class_names(
+        'open_clip')
+    assert voc.parse_vocabulary('cat') == ['cat']

@@ -131,11 +131,11 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
         r'the training data \S*instances_train2017_seen_2\.json labels 48 '
         r'classes .* expects labels indexing 65 classes', out), out[-3000:]
 
-    # The vocabulary travels with the checkpoint (train.py adds
-    # mmlocat.VocabularyRecordHook): the embedding file regenerated with
+    # The class files travel with the checkpoint (train.py adds
+    # mmlocat.RecordHook): the embedding file regenerated with
     # other values, same names and order, is refused by test.py and
-    # infer.py, naming both hashes; --allow-vocabulary-change runs.
-    record = read_checkpoint_meta(ckpt)['vocabulary']
+    # infer.py, naming both hashes; --allow-class-file-change runs.
+    record = read_checkpoint_meta(ckpt)['class_files']
     role = 'roi_head.bbox_head.text_embeddings'
     assert record[role]['sha256'] == file_sha256(emb)
     assert record[role]['names'] == list(names) + ['background']
@@ -151,13 +151,13 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
     for tool, args in runs.items():
         code, out = _run(args, subprocess_env, repo_root, expect_ok=False)
         assert code == 2, out[-3000:]
-        assert (f"the vocabulary is not the checkpoint's: {ckpt} records "
+        assert (f"the class files are not the checkpoint's: {ckpt} records "
                 f'{role} {emb} (sha256 {trained_sha}) but the model '
                 f'reads {emb} (sha256 {file_sha256(emb)}): the same names in '
                 'the same order with other values') in out, out[-3000:]
-        _, out = _run(args + ['--allow-vocabulary-change'], subprocess_env,
+        _, out = _run(args + ['--allow-class-file-change'], subprocess_env,
                       repo_root)
-        assert 'vocabulary changed (--allow-vocabulary-change)' in out
+        assert 'class files changed (--allow-class-file-change)' in out
         if tool == 'test':
             assert re.search(r'coco/novel_ap50: (-?[\d.]+)', out)
 

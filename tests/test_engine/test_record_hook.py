@@ -1,5 +1,5 @@
 """mmlocat.RecordHook: every record in every checkpoint's meta (the model's
-vocabulary files, a LaSt-CLIP run's towers), re-checked on resume."""
+class files, a LaSt-CLIP run's towers), re-checked on resume."""
 import json
 from types import SimpleNamespace
 
@@ -8,11 +8,11 @@ import pytest
 import torch
 from helpers.fvit import EMBED, build_detector, tiny_fvit_cfg, write_embeddings
 
-from mmlocat.datasets.vocabulary_record import vocabulary_record
+from mmlocat.datasets.class_file_record import class_file_record
 from mmlocat.engine.hooks import RecordHook, VocabularyRecordHook
 from mmlocat.text import save_text_embeddings
 from mmlocat.utils.checkpoint_io import read_checkpoint
-from mmlocat.utils.records import RECORDS_VERSION, VERSION_KEY, VOCABULARY_KEY
+from mmlocat.utils.records import RECORDS_VERSION, VERSION_KEY
 
 NAMES = ['cat', 'dog', 'remote control']
 
@@ -23,7 +23,7 @@ def test_hook_writes_the_record_into_checkpoints(tmp_path):
     base.write_text(json.dumps(NAMES[:2]))
     model = build_detector(
         tiny_fvit_cfg(emb, NAMES, base_class_names=str(base)))
-    expected = vocabulary_record(model)
+    expected = class_file_record(model)
     assert sorted(expected) == [
         'roi_head.bbox_head.base_class_names',
         'roi_head.bbox_head.text_embeddings'
@@ -38,10 +38,10 @@ def test_hook_writes_the_record_into_checkpoints(tmp_path):
     hook.before_save_checkpoint(runner, checkpoint)
     assert checkpoint['meta'] == {
         'epoch': 1,
-        VOCABULARY_KEY: expected,
+        'class_files': expected,  # 'vocabulary' before issue 34
         VERSION_KEY: RECORDS_VERSION
     }
-    # a model that reads no such file gets no vocabulary record; the
+    # a model that reads no such file gets no class-file record; the
     # former name is the same hook (saved configs of earlier runs)
     plain = SimpleNamespace(model=torch.nn.Linear(2, 2))
     checkpoint = dict(meta={})
@@ -75,8 +75,21 @@ def test_resume_with_another_embedding_file_is_refused(tmp_path):
     with pytest.raises(
             ValueError,
             match='other.npy.*same names in the same '
-            'order with other values'):
+            'order with other values') as info:
         RecordHook().after_load_checkpoint(resuming, checkpoint)
+    # issue 34: the fix named is training's, not test.py's flag
+    assert str(info.value).endswith(
+        'Resume with the config and files the run started with, or start '
+        'a new run with the new files (tools/train.py --overwrite, or '
+        'another --work-dir; --cfg-options load_from=CHECKPOINT starts it '
+        'from these weights)')
+    assert '--allow' not in str(info.value)
+    # a checkpoint written before the rename (meta['vocabulary']) is read
+    # under the key now ('class_files') and re-checked alike
+    old = dict(checkpoint, meta=dict(checkpoint['meta']))
+    old['meta']['vocabulary'] = old['meta'].pop('class_files')
+    with pytest.raises(ValueError, match='other.npy.*same names'):
+        RecordHook().after_load_checkpoint(resuming, old)
     # the same files resume; loading weights to fine-tune checks nothing
     RecordHook().after_load_checkpoint(
         SimpleNamespace(

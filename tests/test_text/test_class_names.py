@@ -157,7 +157,7 @@ def test_latin1_class_name_file_names_file_line_and_fix(tmp_path):
 
 
 @pytest.mark.parametrize('name,text,where', [
-    ('names.txt', 'cat\n\ndog\ncat\n', 'lines 1 and 4'),
+    ('names.txt', 'cat\ndog\ncat\n', 'lines 1 and 3'),
     ('names.json', '["cat", "dog", "cat"]', 'items 1 and 3'),
 ])
 def test_duplicate_class_names_are_named_with_both_places(
@@ -207,3 +207,54 @@ def test_a_synonym_file_is_not_a_name_list(tmp_path, repo_root):
     path = tmp_path / 'names.json'
     path.write_text('["tench, Tinca tinca", "goldfish"]', encoding='utf-8')
     assert read_class_names(str(path)) == ['tench, Tinca tinca', 'goldfish']
+
+
+def test_one_class_list_grammar(tmp_path):
+    """Issue 34: one reader for every class-list argument (file, comma
+    string, list, named list, dataset type, one typed name)."""
+    assert resolve_class_names(' cat, remote control ,') == [
+        'cat', 'remote control'
+    ]
+    # one typed name is one class; a named list wins over a class of its
+    # name, a dataset type too
+    assert resolve_class_names('cat') == ['cat']
+    assert len(resolve_class_names('imagenet_open_clip')) == 1000
+    assert len(resolve_class_names('CocoDataset')) == 80
+    for bad, message in (('cat; dog', '";" does not separate'),
+                         ('imagenet_openclip', 'is neither'),
+                         ('CocDataset', 'is neither'), (' , ', 'empty')):
+        with pytest.raises(ValueError, match=message):
+            resolve_class_names(bad)
+    with pytest.raises(ValueError, match=r"'cat' is listed twice \(items 1 "):
+        resolve_class_names('cat, dog, cat', unique=True)
+    # a named list is taken as shipped (open_clip names missile twice)
+    assert len(resolve_class_names('imagenet_open_clip', unique=True)) == 1000
+
+
+def test_empty_line_in_a_name_list_names_file_and_line(tmp_path):
+    """Issue 34: an empty line in the middle of a list was skipped."""
+    path = _names_file(tmp_path, 'cat\n\ndog\n\n')
+    with pytest.raises(ValueError, match=f'{path}:2: empty line'):
+        te.read_class_names(path)
+    path = _names_file(tmp_path, 'cat\ndog\n\n', 'end.txt')  # at the end
+    assert te.read_class_names(path) == ['cat', 'dog']
+
+
+def test_a_name_on_two_class_lines_names_both_lines(repo_root):
+    """Issue 34: a name on two class lines was accepted silently; the
+    background line is the one documented escape (SCLIP's coco-object.txt
+    lists 'bed' on its background line 1 and as class 60, line 61)."""
+    classes = ['cat', 'dog', 'background']
+    with pytest.raises(ValueError) as info:
+        te.check_class_name_lines(
+            [['cat', 'kitty'], ['dog', 'kitty'], ['sky']], classes, 'f.txt')
+    assert str(info.value).startswith(
+        "f.txt:2: 'kitty' is also on line 1 (lines 1 and 2)")
+    te.check_class_name_lines([['cat'], ['dog'], ['sky', 'dog']], classes,
+                              'f.txt')
+    from mmlocat.datasets import COCOObjectDataset
+    path = f'{repo_root}/configs/last/class_names/coco-object.txt'
+    lines = te.read_class_name_file(path)
+    assert 'bed' in lines[0] and 'bed' in lines[60]
+    te.check_class_name_lines(lines, COCOObjectDataset.METAINFO['classes'],
+                              path)

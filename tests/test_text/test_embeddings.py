@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mmlocat import text as te
-from mmlocat.utils.records import rows_sha256
+from mmlocat.utils.records import rows_sha256, templates_sha256
 
 PROMPT_TEMPLATES = te.PROMPT_TEMPLATES
 CLIP_TEMPLATES = te.CLIP_TEMPLATES
@@ -78,7 +78,9 @@ def _save(tmp_path, names, rows=None, name='e.npy'):
 
 def test_round_trip_and_background(tmp_path):
     path, raw = _save(tmp_path, ['a', 'b', 'background'])
-    assert json.load(open(sidecar_path(path))) == ['a', 'b', 'background']
+    # one shape, with or without a text_model record (issue 34)
+    assert json.load(open(
+        sidecar_path(path))) == dict(classes=['a', 'b', 'background'])
     emb, bg, names = load_text_embeddings(path, ['a', 'b'])
     assert names == ['a', 'b'] and emb.shape == (2, 4)
     np.testing.assert_allclose(
@@ -229,8 +231,13 @@ def test_write_text_embeddings_is_build_then_save(tmp_path):
     """The one build-and-save step writes what building and saving by hand
     write, byte for byte, in its three row layouts; nothing else is left."""
     record = dict(name='m', weights='w.pt')
-    recorded = dict(record, templates='single', prompt_style='plain')
     single = te.TEMPLATE_SETS['single']
+    # the set's content is recorded next to its name (issue 34)
+    recorded = dict(
+        record,
+        templates='single',
+        templates_sha256=templates_sha256(single),
+        prompt_style='plain')
 
     def written(path):
         return (open(path, 'rb').read(), open(sidecar_path(path)).read())
@@ -363,3 +370,49 @@ def test_all_zero_row_is_named_by_index_and_class(tmp_path):
         te.load_query_embeddings(mapped)
     assert str(info.value).startswith(
         f"{mapped}: row 1 ('man' of class 'person') is all zeros")
+
+
+def test_an_old_shape_sidecar_is_read_in_the_one_shape(tmp_path):
+    """Issue 34: the sidecar had two shapes; the writer writes one and a
+    file written in the former one (a plain JSON list of names next to
+    its .npy, as save_text_embeddings wrote without a text_model) is read
+    converted."""
+    from mmlocat.text.embeddings import read_sidecar
+    rows = np.random.RandomState(0).randn(3, 4).astype(np.float32)
+    path = str(tmp_path / 'old.npy')
+    np.save(path, rows)
+    with open(sidecar_path(path), 'w', encoding='utf-8') as f:
+        json.dump(['a', 'b', 'background'], f, indent=0)
+    assert read_sidecar(
+        sidecar_path(path)) == dict(classes=['a', 'b', 'background'])
+    assert te.read_text_model(path) == {}
+    emb, bg, names = load_text_embeddings(path, ['a', 'b'])
+    assert names == ['a', 'b'] and bg is not None and emb.shape == (2, 4)
+    with open(sidecar_path(path), 'w', encoding='utf-8') as f:
+        json.dump('a', f)
+    with pytest.raises(ValueError, match=f'{sidecar_path(path)} holds a str'):
+        read_sidecar(sidecar_path(path))
+
+
+def test_templates_are_recorded_by_content_and_checked(tmp_path):
+    """Issue 34: a sidecar recorded its templates by name only: a set
+    edited under the same name passed the check."""
+    path = str(tmp_path / 'e.npy')
+    te.write_text_embeddings(
+        path, ['cat'],
+        CharEncoder(),
+        dict(name='m'),
+        templates='single',
+        prompt_style='plain')
+    record = te.read_text_model(path)
+    assert record['templates_sha256'] == templates_sha256(
+        te.TEMPLATE_SETS['single'])
+    want = dict(templates='single', prompt_style='plain')
+    te.check_prompt_recipe(record, path, want, 'M')
+    edited = dict(record, templates_sha256=templates_sha256(['a {}.']))
+    with pytest.raises(
+            ValueError,
+            match="written with the templates 'single' of sha256 .* the set "
+            'of that name is now'):
+        te.check_prompt_recipe(edited, path, want, 'M')
+    te.check_prompt_recipe(edited, path, dict(templates=None), 'M')

@@ -135,6 +135,11 @@ def test_tool_writes_the_imagenet_file(tiny, tmp_path, load_tool, monkeypatch):
     from mmlocat.utils.safe_load import load_array
     assert side['text_model'].pop('rows_sha256') == rows_sha256(
         load_array(out))
+    # and its templates to their content (issue 34)
+    from mmlocat.text import TEMPLATE_SETS
+    from mmlocat.utils.records import templates_sha256
+    assert side['text_model'].pop('templates_sha256') == templates_sha256(
+        TEMPLATE_SETS['single'])
     assert side['text_model'] == dict(
         name='tiny-zs-clip',
         weights='tiny.pt',

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from mmlocat.text import load_text_embeddings
-from mmlocat.utils.records import rows_sha256
+from mmlocat.text import TEMPLATE_SETS, load_text_embeddings
+from mmlocat.utils.records import rows_sha256, templates_sha256
 
 
 def _tool(repo_root):
@@ -112,6 +112,7 @@ def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
         text_sha256=text_sha256(model.state_dict()),
         text_act='gelu',
         templates='fvit',
+        templates_sha256=templates_sha256(TEMPLATE_SETS['fvit']),
         prompt_style='fvit',
         rows_sha256=rows_sha256(np.load(out)))  # binds the rows (issue 34)
 
@@ -154,6 +155,7 @@ def test_seg_config_writes_the_config_names_and_recipe(tmp_path, repo_root,
         name='ViT-B-16',
         weights='w.pt',
         templates='imagenet80',
+        templates_sha256=templates_sha256(TEMPLATE_SETS['imagenet80']),
         prompt_style='plain',
         rows_sha256=rows_sha256(np.load(out)))
     # the segmentor of that config accepts the file
@@ -234,6 +236,29 @@ def test_names_file_latin1_and_duplicates_are_named(tmp_path, repo_root,
         monkeypatch.setattr(sys, 'argv', [
             'dump', '--names',
             str(path), '--pretrained', 'w.pt',
+            str(tmp_path / 'x.npy')
+        ])
+        with pytest.raises(SystemExit) as info:
+            run_cli('dump_text_embeddings', tool.main)
+        assert info.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f'dump_text_embeddings: error: {message}', err
+
+
+def test_names_take_the_one_class_list_grammar(tmp_path, repo_root,
+                                               monkeypatch, capsys):
+    """Issue 34: ``--names`` read only files ("cat, dog" was a missing
+    file); it reads what ``infer.py --classes`` reads."""
+    from mmlocat.utils.checkpoint_io import run_cli
+    tool = _tool(repo_root)
+    for names, message in (
+        ('cat, dog, cat', "'cat, dog, cat': class name 'cat' is listed "
+         'twice (items 1 and 3); a class is one item: remove one of them'),
+        ('cat; dog', "'cat; dog': \";\" does not separate class names; "
+         'separate them by commas ("cat, remote control")'),
+    ):
+        monkeypatch.setattr(sys, 'argv', [
+            'dump', '--names', names, '--pretrained', 'w.pt',
             str(tmp_path / 'x.npy')
         ])
         with pytest.raises(SystemExit) as info:

@@ -392,7 +392,13 @@ def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
     img = coco_fvit['val_dir']
     cases = (
         ([img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes',
-          ' , '], 'empty vocabulary'),
+          ' , '], 'empty class list'),
+        # issue 34: one grammar; a named list's typo is not one class
+        ([
+            img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes',
+            'imagenet_openclip'
+        ], "'imagenet_openclip' is neither a class-name "
+         'file, a named list'),
         # random embeddings without a recorded text model
         ([img, coco_fvit['cfg'], coco_fvit['ckpt'], '--classes',
           'cat'], 'pass --text-model'),
@@ -621,6 +627,29 @@ def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path,
     assert {c['cls'] for r in result for c in r['classes']} <= set(VOCAB)
     # one embedding file served all three (no background row in it)
     assert len(list(cache.glob('*.npy'))) == 1
+
+
+@pytest.mark.timeout(300)
+def test_zero_shot_classes_a_named_list(zero_shot, tmp_path, repo_root,
+                                        monkeypatch, capsys):
+    """Issue 34: ``--classes imagenet_open_clip`` became one class named
+    ``imagenet_open_clip``; it is the list's 1000 names (two of them twice,
+    as shipped: their rows are equal)."""
+    from mmlocat.text.class_names import imagenet_class_names
+    cfg, ckpt = zero_shot['cfg'], zero_shot['ckpt']
+    out = tmp_path / 'out'
+    _infer(repo_root, monkeypatch, capsys, zero_shot['val_dir'], cfg, ckpt,
+           '--out', out, '--classes', 'imagenet_open_clip',
+           '--text-model-config', zero_shot['model_cfg'], '--vocab-cache',
+           tmp_path / 'cache')
+    names = ['background'] + imagenet_class_names('open_clip')
+    records = _records(str(out))
+    assert len(records) == 2
+    for record in records.values():
+        assert [c['cls'] for c in record['classes']
+                ] == [names[c['label']] for c in record['classes']]
+    rows = np.load(next((tmp_path / 'cache').glob('*.npy')))
+    assert rows.shape[0] == 1000
 
 
 def _labels_alone(inferencer, path):

@@ -377,7 +377,7 @@ def test_converter_tool(coco, subprocess_env, repo_root):
     assert record['class_embeddings']['shape'] == [66, EMBED]
     # the file written (else the file checked) is the checkpoint's
     # vocabulary, as training records it
-    assert meta['vocabulary'] == {
+    assert meta['class_files'] == {
         'roi_head.bbox_head.text_embeddings':
         dict(
             file=export,

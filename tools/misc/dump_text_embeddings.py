@@ -74,7 +74,7 @@ from mmengine.config import Config
 
 from mmlocat.text import (PROMPT_STYLES, TEMPLATE_SETS, encoder_record,
                           names_from_annotations, open_clip_encoder,
-                          read_class_names, register_model_config,
+                          register_model_config, resolve_class_names,
                           save_base_classes, write_text_embeddings,
                           zero_shot_class_name_lines, zero_shot_classes)
 from mmlocat.text.cache import cached_text_embeddings
@@ -89,7 +89,11 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument('--ann-file', help='COCO/LVIS-format annotation json')
-    src.add_argument('--names', help='class-name list (.json or .txt)')
+    src.add_argument(
+        '--names',
+        help='class list: a .json / .txt file, names separated by commas, '
+        'a named list (imagenet_open_clip) or an mmdet dataset type '
+        '(mmlocat.text.resolve_class_names)')
     src.add_argument(
         '--imagenet',
         nargs='?',
@@ -189,7 +193,9 @@ def main():
     elif args.imagenet:
         names = imagenet_class_names(args.imagenet)
     else:
-        names = read_class_names(args.names, unique=True)
+        # the one class-list grammar (a file, "a, b", a named list, a
+        # dataset type); a named list as shipped may repeat a name
+        names = resolve_class_names(args.names, unique=True)
     imagenet = bool(args.imagenet)
     resolve_prompt_defaults(args)
     if args.background and (imagenet or lines is not None):
@@ -207,7 +213,7 @@ def main():
         class_name_lines=lines,
         # ImageNet's lists name a few classes twice (open_clip: missile,
         # sunglasses): one embedding each, as open_clip
-        repeated_names=imagenet)
+        repeated_names=imagenet or len(set(names)) != len(names))
     if args.no_cache:
         encode = open_clip_encoder(model_name, args.pretrained, args.device)
         embeddings, rows = write_text_embeddings(

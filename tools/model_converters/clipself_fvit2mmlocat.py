@@ -18,7 +18,7 @@ against the checkpoint's rows (same values and count); ``--export-embeddings
 OUT.npy --class-names FILE`` writes the checkpoint's own rows as an
 embedding file (``OUT.npy`` + ``OUT.json``), named by ``FILE`` (F-ViT's
 class json, e.g. ``mscoco_65_classes.json``, or an annotation file). The
-file checked or written is recorded in ``meta['vocabulary']`` as training
+file checked or written is recorded in ``meta['class_files']`` as training
 records its embedding file (``tools/test.py`` / ``tools/infer.py`` then
 refuse another one); the checkpoint's rows' sha256 is recorded in
 ``meta['clipself_fvit']`` either way.
@@ -29,7 +29,7 @@ from collections import Counter
 
 import numpy as np
 
-from mmlocat.datasets.vocabulary_record import file_record
+from mmlocat.datasets.class_file_record import file_record
 from mmlocat.text import (BACKGROUND, load_text_embeddings, read_class_names,
                           save_text_embeddings)
 from mmlocat.text.embeddings import embedding_files
@@ -38,10 +38,11 @@ from mmlocat.utils.checkpoint_io import (read_checkpoint,
                                          save_converted)
 from mmlocat.utils.converters.clipself_fvit import clipself_fvit_weights
 from mmlocat.utils.output_guard import refuse_output_over_input
-from mmlocat.utils.records import (CLIPSELF_KEY, RECORDS_VERSION, VERSION_KEY,
-                                   VOCABULARY_KEY, file_sha256, rows_sha256)
+from mmlocat.utils.records import (CLASS_FILES_KEY, CLIPSELF_KEY,
+                                   RECORDS_VERSION, VERSION_KEY, file_sha256,
+                                   rows_sha256)
 
-#: The role of mmlocat.FViT's class embeddings in ``meta['vocabulary']``
+#: The role of mmlocat.FViT's class embeddings in ``meta['class_files']``
 #: (the box head's ``text_embeddings``).
 ROLE = 'roi_head.bbox_head.text_embeddings'
 
@@ -142,7 +143,7 @@ def main() -> None:
     meta = {CLIPSELF_KEY: record, VERSION_KEY: RECORDS_VERSION}
     vocabulary = args.export_embeddings or args.text_embeddings
     if vocabulary:
-        meta[VOCABULARY_KEY] = {ROLE: file_record(ROLE, vocabulary)}
+        meta[CLASS_FILES_KEY] = {ROLE: file_record(ROLE, vocabulary)}
     count = save_converted(weights.state_dict, args.dst, args.src,
                            'clipself_fvit2mmlocat', **meta)
     print(weights.describe())

@@ -6,11 +6,11 @@ from typing import Dict, Optional
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from mmlocat.datasets.vocabulary_record import (check_vocabulary,
-                                                vocabulary_record)
+from mmlocat.datasets.class_file_record import (RESUME_FIX, check_class_files,
+                                                class_file_record)
 from mmlocat.registry import HOOKS
-from mmlocat.utils.records import (CLIP_RUN_KEY, RECORDS_VERSION, VERSION_KEY,
-                                   VOCABULARY_KEY)
+from mmlocat.utils.records import (CLASS_FILES_KEY, CLIP_RUN_KEY,
+                                   RECORDS_VERSION, VERSION_KEY, check_meta)
 
 __all__ = ['RecordHook', 'VocabularyRecordHook', 'CLIPProvenanceHook']
 
@@ -28,10 +28,10 @@ class RecordHook(Hook):
     """Write every record of a run into ``checkpoint['meta']``, and refuse
     to resume a run whose model no longer matches them.
 
-    Written (:data:`~mmlocat.utils.records.META_SCHEMA`): ``vocabulary``,
+    Written (:data:`~mmlocat.utils.records.META_SCHEMA`): ``class_files``,
     the text-embedding and class-name files the model read (their sha256
-    and row names, :func:`~mmlocat.datasets.vocabulary_record.
-    vocabulary_record`, compared by ``tools/test.py`` / ``tools/infer.py``
+    and row names, :func:`~mmlocat.datasets.class_file_record.
+    class_file_record`, compared by ``tools/test.py`` / ``tools/infer.py``
     with the files they are given); ``clip_provenance``, a
     :class:`mmlocat.CLIPContrastive` model's two towers' CLIP records (what
     ``tools/model_converters/lastclip2mmlocat.py`` exports);
@@ -47,7 +47,7 @@ class RecordHook(Hook):
     mmlocat's runtime (``runner_type = 'mmlocat.MMLocatRunner'``) adds it
     to every run. The files are read when training starts, right after
     the model read them (at build); a model without such files gets no
-    ``vocabulary`` record.
+    ``class_files`` record.
     """
     priority = 'VERY_HIGH'  # before the checkpoint hook saves
 
@@ -55,14 +55,16 @@ class RecordHook(Hook):
         self._record = None
 
     def before_train(self, runner) -> None:
-        self._record = vocabulary_record(runner.model)
+        self._record = class_file_record(runner.model)
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         if not getattr(runner, '_resume', False):
             return
-        meta = checkpoint.get('meta') or {}
-        where = f'the resumed checkpoint (epoch {meta.get("epoch")})'
-        check_vocabulary(runner.model, where, meta=meta, logger='current')
+        where = 'the resumed checkpoint'
+        meta = check_meta(checkpoint.get('meta'), where)
+        where = f'{where} (epoch {meta.get("epoch")})'
+        check_class_files(
+            runner.model, where, meta=meta, logger='current', fix=RESUME_FIX)
         recorded, now = meta.get(CLIP_RUN_KEY), _clip_records(runner.model)
         if recorded is not None and now is not None and recorded != now:
             raise ValueError(
@@ -72,10 +74,10 @@ class RecordHook(Hook):
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         if self._record is None:  # saved before training started
-            self._record = vocabulary_record(runner.model)
+            self._record = class_file_record(runner.model)
         meta = checkpoint.setdefault('meta', {})
         if self._record:
-            meta[VOCABULARY_KEY] = dict(self._record)
+            meta[CLASS_FILES_KEY] = dict(self._record)
         clip = _clip_records(runner.model)
         if clip is not None:
             meta[CLIP_RUN_KEY] = clip

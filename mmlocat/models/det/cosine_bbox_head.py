@@ -143,7 +143,7 @@ class CosineSimBBoxHead(ConvFCBBoxHead):
             loss_cls=loss_cls,
             **kwargs)
         self.class_names = names
-        # the files read (mmlocat.VocabularyRecordHook records them)
+        # the files read (mmlocat.RecordHook records them)
         self.text_embeddings_file = text_embeddings
         self.base_class_names_file = (
             base_class_names if isinstance(base_class_names, str)

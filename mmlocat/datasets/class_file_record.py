@@ -1,4 +1,4 @@
-"""The vocabulary travels with the checkpoint.
+"""The class files travel with the checkpoint: the class-file record.
 
 An open-vocabulary model reads its classes from files when it is built:
 F-ViT's box head (CLIPSelf, https://arxiv.org/abs/2310.01403) its class
@@ -7,13 +7,18 @@ embeddings. The weights are trained against those rows: a checkpoint
 tested with an embedding file regenerated with other values (another CLIP,
 other prompts) or other classes evaluates something else, silently.
 
-:func:`vocabulary_record` lists every such file a model read (a submodule
+:func:`class_file_record` lists every such file a model read (a submodule
 attribute named in :data:`FILE_ATTRS`) with its sha256 and its row names;
-:class:`mmlocat.VocabularyRecordHook` writes it into every checkpoint's
-``meta['vocabulary']``; :func:`check_vocabulary` (``tools/test.py``,
+:class:`mmlocat.RecordHook` writes it into every checkpoint's
+``meta['class_files']``; :func:`check_class_files` (``tools/test.py``,
 ``tools/infer.py``) compares the files the model reads now with the record
 and refuses a changed or reordered file, naming both hashes and the classes
-that differ, unless the change is allowed. A checkpoint without the record
+that differ, unless the change is allowed (:data:`ALLOW_OPTION`; on
+resume, :class:`mmlocat.RecordHook`, never: :data:`RESUME_FIX`). The
+record was ``meta['vocabulary']`` before (read still, written as
+``class_files``: :data:`~mmlocat.utils.records.LEGACY_KEYS`); a
+"vocabulary" is now only the class names a model queries at run time
+(:mod:`mmlocat.apis.vocabulary`). A checkpoint without the record
 (trained before it existed, or converted) is accepted with a one-line note;
 ``clipself_fvit2mmlocat.py`` records the embedding file it checked or
 exported (``--text-embeddings`` / ``--export-embeddings``) like training
@@ -29,14 +34,14 @@ from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
 from mmlocat.text import BACKGROUND, load_query_embeddings, read_class_names
-from mmlocat.utils.records import (CLIPSELF_KEY, CONVERTER_KEY, VOCABULARY_KEY,
-                                   file_sha256, read_checkpoint_meta,
-                                   rows_sha256)
+from mmlocat.utils.records import (CLASS_FILES_KEY, CLIPSELF_KEY,
+                                   CONVERTER_KEY, check_meta, file_sha256,
+                                   read_checkpoint_meta, rows_sha256)
 from mmlocat.utils.safe_load import load_array
 
 __all__ = [
-    'VOCABULARY_KEY', 'FILE_ATTRS', 'vocabulary_files', 'vocabulary_record',
-    'file_record', 'check_vocabulary', 'ALLOW_OPTION'
+    'CLASS_FILES_KEY', 'FILE_ATTRS', 'class_files', 'class_file_record',
+    'file_record', 'check_class_files', 'ALLOW_OPTION'
 ]
 
 #: ``(attribute, role)``: a submodule's attribute holding the path of a file
@@ -44,11 +49,22 @@ __all__ = [
 #: ``<submodule>.<role>``).
 FILE_ATTRS = (('text_embeddings_file', 'text_embeddings'),
               ('base_class_names_file', 'base_class_names'))
-#: The command-line option that accepts a changed vocabulary.
-ALLOW_OPTION = '--allow-vocabulary-change'
+#: The command-line option that accepts changed class files
+#: (``tools/test.py``, ``tools/infer.py``).
+ALLOW_OPTION = '--allow-class-file-change'
+#: What to do when the class files differ from the record (testing).
+TEST_FIX = (f'Test with the files the checkpoint records, or pass '
+            f'{ALLOW_OPTION} to evaluate with the new ones')
+#: ... and when resuming training (``tools/train.py --resume``), where no
+#: option accepts other files: the optimizer state and the checkpoints
+#: kept belong to the recorded ones.
+RESUME_FIX = ('Resume with the config and files the run started with, or '
+              'start a new run with the new files (tools/train.py '
+              '--overwrite, or another --work-dir; --cfg-options '
+              'load_from=CHECKPOINT starts it from these weights)')
 
 
-def vocabulary_files(model) -> Dict[str, str]:
+def class_files(model) -> Dict[str, str]:
     """``{'<submodule>.<role>': path}`` of the files ``model`` read."""
     if is_model_wrapper(model):
         model = model.module
@@ -78,12 +94,12 @@ def file_record(role: str, path: str) -> Dict:
         file=path, sha256=file_sha256(path), names=_row_names(role, path))
 
 
-def vocabulary_record(model) -> Dict[str, Dict]:
+def class_file_record(model) -> Dict[str, Dict]:
     """``{role: file_record}`` (:func:`file_record`) of every file
-    ``model`` read (:func:`vocabulary_files`)."""
+    ``model`` read (:func:`class_files`)."""
     return {
         role: file_record(role, path)
-        for role, path in sorted(vocabulary_files(model).items())
+        for role, path in sorted(class_files(model).items())
     }
 
 
@@ -157,11 +173,12 @@ def _compare_clipself(files: Dict[str, str], record: Dict,
     return problems
 
 
-def check_vocabulary(model,
-                     checkpoint: str,
-                     allow_change: bool = False,
-                     logger=None,
-                     meta: Optional[Dict] = None) -> List[str]:
+def check_class_files(model,
+                      checkpoint: str,
+                      allow_change: bool = False,
+                      logger=None,
+                      meta: Optional[Dict] = None,
+                      fix: str = TEST_FIX) -> List[str]:
     """Compare the files ``model`` read with ``checkpoint``'s record.
 
     Args:
@@ -171,7 +188,10 @@ def check_vocabulary(model,
         logger: Where notes and warnings go (default: the current logger).
         meta: ``checkpoint``'s ``meta`` when the caller has read it
             (:func:`mmlocat.utils.pretrained.load_model_weights`); by
-            default it is read from the file.
+            default it is read from the file (either way its legacy keys
+            are read, :func:`~mmlocat.utils.records.check_meta`).
+        fix: What the error tells the user to do (:data:`TEST_FIX`;
+            :data:`RESUME_FIX` on resume).
 
     Returns:
         The differences found (empty when the files are the recorded ones,
@@ -183,31 +203,32 @@ def check_vocabulary(model,
             both hashes and how the names differ.
     """
     logger = logger or 'current'
-    files = vocabulary_files(model)
+    files = class_files(model)
     if not files:
         return []
     if meta is None:
         meta = (
             read_checkpoint_meta(checkpoint) if osp.isfile(checkpoint) else {})
-    recorded = meta.get(VOCABULARY_KEY)
+    meta = check_meta(meta, checkpoint)
+    recorded = meta.get(CLASS_FILES_KEY)
     if recorded is None and isinstance(meta.get(CLIPSELF_KEY), dict):
         problems = _compare_clipself(files, meta[CLIPSELF_KEY], checkpoint)
     elif recorded is None:
         print_log(
-            f'vocabulary: {checkpoint} records no vocabulary (trained before '
-            'mmlocat recorded it, or converted): '
+            f'class files: {checkpoint} records no class files (trained '
+            'before mmlocat recorded it, or converted): '
             f'{", ".join(sorted(files.values()))} used as given',
             logger=logger)
         return []
     else:
-        now = vocabulary_record(model)
+        now = class_file_record(model)
         roles = set(now) | set(recorded)
         if meta.get(CONVERTER_KEY):
             # a converter records only the files it saw (the class
             # embeddings); the others are the config's, used as given
             for role in sorted(set(now) - set(recorded)):
                 print_log(
-                    f'vocabulary: {checkpoint} (converted by '
+                    f'class files: {checkpoint} (converted by '
                     f'{meta[CONVERTER_KEY]}) records no {role}: '
                     f'{now[role]["file"]} used as given',
                     logger=logger)
@@ -218,13 +239,11 @@ def check_vocabulary(model,
                 for role in sorted(roles)) if p is not None
         ]
     if problems and not allow_change:
-        raise ValueError(
-            'the vocabulary is not the checkpoint\'s: ' + '; '.join(problems) +
-            f'. Test with the files the checkpoint records, or pass '
-            f'{ALLOW_OPTION} to evaluate with the new ones')
+        raise ValueError('the class files are not the checkpoint\'s: ' +
+                         '; '.join(problems) + f'. {fix}')
     for problem in problems:
         print_log(
-            f'vocabulary changed ({ALLOW_OPTION}): {problem}',
+            f'class files changed ({ALLOW_OPTION}): {problem}',
             logger=logger,
             level=logging.WARNING)
     return problems

@@ -1,7 +1,7 @@
-"""The vocabulary travels with the checkpoint
-(mmlocat/datasets/vocabulary_record.py), on a tiny F-ViT built from the
+"""The class files travel with the checkpoint
+(mmlocat.datasets.class_file_record.py), on a tiny F-ViT built from the
 shipped config; the hook is tested in
-tests/test_engine/test_vocabulary_hook.py, the tool paths in
+tests/test_engine/test_record_hook.py, the tool paths in
 tests/test_e2e/test_ovd_e2e.py."""
 import json
 import logging
@@ -13,9 +13,9 @@ import torch
 from helpers.fvit import EMBED, build_detector, tiny_fvit_cfg, write_embeddings
 from mmengine.logging import MMLogger
 
-from mmlocat.datasets.vocabulary_record import (VOCABULARY_KEY,
-                                                check_vocabulary,
-                                                vocabulary_record)
+from mmlocat.datasets.class_file_record import (CLASS_FILES_KEY,
+                                                check_class_files,
+                                                class_file_record)
 from mmlocat.utils.records import file_sha256, rows_sha256
 
 NAMES = ['cat', 'dog', 'remote control']
@@ -60,8 +60,8 @@ def trained(tmp_path):
     emb = write_embeddings(tmp_path / 'emb.npy', NAMES, seed=0)
     base = _base_file(tmp_path / 'emb.base.json', NAMES[:2])
     model = _model(emb, base)
-    record = vocabulary_record(model)
-    ckpt = _checkpoint(tmp_path / 'epoch_1.pth', {VOCABULARY_KEY: record})
+    record = class_file_record(model)
+    ckpt = _checkpoint(tmp_path / 'epoch_1.pth', {CLASS_FILES_KEY: record})
     return SimpleNamespace(emb=emb, base=base, record=record, ckpt=ckpt)
 
 
@@ -81,29 +81,29 @@ def test_record_names_every_file_with_its_hash_and_rows(trained):
 
 
 def test_the_recorded_files_pass(trained):
-    assert check_vocabulary(_model(trained.emb, trained.base),
-                            trained.ckpt) == []
+    assert check_class_files(_model(trained.emb, trained.base),
+                             trained.ckpt) == []
 
 
 def test_regenerated_values_are_refused_unless_allowed(trained, tmp_path):
     write_embeddings(trained.emb, NAMES, seed=1)  # same names, other rows
     model = _model(trained.emb, trained.base)
     with pytest.raises(ValueError) as err:
-        check_vocabulary(model, trained.ckpt)
+        check_class_files(model, trained.ckpt)
     then = trained.record[EMB]['sha256']
     now = file_sha256(trained.emb)
     assert str(err.value) == (
-        f"the vocabulary is not the checkpoint's: {trained.ckpt} records "
+        f"the class files are not the checkpoint's: {trained.ckpt} records "
         f'{EMB} {trained.emb} (sha256 {then}) but the model reads '
         f'{trained.emb} (sha256 {now}): the same names in the same order '
         'with other values (regenerated with another CLIP, prompts or '
         'weights?). Test with the files the checkpoint records, or pass '
-        '--allow-vocabulary-change to evaluate with the new ones')
+        '--allow-class-file-change to evaluate with the new ones')
     problems, messages = _logged(
-        lambda: check_vocabulary(model, trained.ckpt, allow_change=True))
+        lambda: check_class_files(model, trained.ckpt, allow_change=True))
     assert len(problems) == 1 and then in problems[0] and now in problems[0]
-    assert (logging.WARNING, 'vocabulary changed '
-            f'(--allow-vocabulary-change): {problems[0]}') in messages
+    assert (logging.WARNING, 'class files changed '
+            f'(--allow-class-file-change): {problems[0]}') in messages
 
 
 def test_reordered_other_classes_and_base_are_named(trained, tmp_path):
@@ -114,14 +114,14 @@ def test_reordered_other_classes_and_base_are_named(trained, tmp_path):
             match=r"the same rows, named differently: the same names in "
             r"another order \(first difference at row 0: 'dog' now, 'cat' in "
             r"training\)"):
-        check_vocabulary(
+        check_class_files(
             _model(trained.emb, trained.base, from_file=True), trained.ckpt)
     write_embeddings(trained.emb, ['cat', 'dog', 'tv'], seed=3)
     with pytest.raises(
             ValueError,
             match=r"other names: 4 now, 4 in training; new \['tv'\], gone "
             r"\['remote control'\]"):
-        check_vocabulary(
+        check_class_files(
             _model(trained.emb, trained.base, from_file=True), trained.ckpt)
     write_embeddings(trained.emb, NAMES, seed=0)  # the training file again
     other_base = _base_file(tmp_path / 'other.base.json', ['cat'])
@@ -130,19 +130,20 @@ def test_reordered_other_classes_and_base_are_named(trained, tmp_path):
             match=rf'records {BASE} .*emb\.base\.json \(sha256 '
             rf'{trained.record[BASE]["sha256"]}\) but the model reads '
             r".*other\.base\.json .*new \[\], gone \['dog'\]"):
-        check_vocabulary(_model(trained.emb, other_base), trained.ckpt)
+        check_class_files(_model(trained.emb, other_base), trained.ckpt)
     # no base file now (every class base): the record's file is missing
     with pytest.raises(
             ValueError, match=f'records {BASE} .* the model reads none'):
-        check_vocabulary(_model(trained.emb), trained.ckpt)
+        check_class_files(_model(trained.emb), trained.ckpt)
 
 
 def test_checkpoints_without_a_record(trained, tmp_path):
     old = _checkpoint(tmp_path / 'old.pth', dict(epoch=3))
     problems, messages = _logged(
-        lambda: check_vocabulary(_model(trained.emb), old))
+        lambda: check_class_files(_model(trained.emb), old))
     assert problems == []
-    assert (logging.INFO, f'vocabulary: {old} records no vocabulary (trained '
+    assert (logging.INFO,
+            f'class files: {old} records no class files (trained '
             f'before mmlocat recorded it, or converted): {trained.emb} used '
             'as given') in messages
     # converted by clipself_fvit2mmlocat.py: its record of F-ViT's rows
@@ -154,10 +155,10 @@ def test_checkpoints_without_a_record(trained, tmp_path):
             sha256=rows_sha256(torch.from_numpy(rows))))
     converted = _checkpoint(tmp_path / 'fvit.pth',
                             dict(clipself_fvit=clipself))
-    assert check_vocabulary(_model(trained.emb), converted) == []
+    assert check_class_files(_model(trained.emb), converted) == []
     write_embeddings(trained.emb, NAMES, seed=2)
     with pytest.raises(ValueError) as err:
-        check_vocabulary(_model(trained.emb), converted)
+        check_class_files(_model(trained.emb), converted)
     found = rows_sha256(
         torch.from_numpy(np.load(trained.emb).astype(np.float32)))
     assert (
@@ -176,25 +177,25 @@ def test_a_converted_record_covers_only_its_files(trained, tmp_path):
     only_emb = {EMB: trained.record[EMB]}
     converted = _checkpoint(
         tmp_path / 'converted.pth',
-        dict(converter='clipself_fvit2mmlocat', **{VOCABULARY_KEY: only_emb}))
+        dict(converter='clipself_fvit2mmlocat', **{CLASS_FILES_KEY: only_emb}))
     model = _model(trained.emb, trained.base)
-    problems, messages = _logged(lambda: check_vocabulary(model, converted))
+    problems, messages = _logged(lambda: check_class_files(model, converted))
     assert problems == []
     assert (logging.INFO,
-            f'vocabulary: {converted} (converted by clipself_fvit2mmlocat) '
+            f'class files: {converted} (converted by clipself_fvit2mmlocat) '
             f'records no {BASE}: {trained.base} used as given') in messages
     trained_only_emb = _checkpoint(tmp_path / 'trained.pth',
-                                   {VOCABULARY_KEY: only_emb})
+                                   {CLASS_FILES_KEY: only_emb})
     with pytest.raises(
             ValueError,
             match=rf'the model reads {BASE} .*emb\.base\.json \(sha256 '
             rf'{trained.record[BASE]["sha256"]}\), which .*trained\.pth '
             'does not record'):
-        check_vocabulary(model, trained_only_emb)
+        check_class_files(model, trained_only_emb)
     # the embedding file the converter recorded is still compared
     write_embeddings(trained.emb, NAMES, seed=5)
     with pytest.raises(
             ValueError,
             match=rf'{converted} records {EMB} .* the same names in the '
             'same order with other values'):
-        check_vocabulary(_model(trained.emb, trained.base), converted)
+        check_class_files(_model(trained.emb, trained.base), converted)
