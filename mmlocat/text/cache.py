@@ -19,7 +19,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
-from mmlocat.utils.records import file_sha256
+from mmlocat.utils.records import file_sha256, templates_sha256
 from mmlocat.utils.safe_load import load_array
 from .class_names import read_json
 from .embeddings import Encoder, sidecar_path, write_text_embeddings
@@ -52,7 +52,8 @@ def _cache_key(names: Sequence[str],
     """What the rows depend on: the names (and synonyms), the open_clip
     model (and its registered config file's content), the weights (a
     file's sha256, so a copy or a twin config's file hits the same entry;
-    else the tag as given), templates, prompt style and background row."""
+    else the tag as given), templates (name and content: a set edited under
+    its name misses), prompt style and background row."""
     weights_id = (
         file_sha256(weights) if weights and osp.isfile(weights) else weights)
     fields = dict(
@@ -60,6 +61,7 @@ def _cache_key(names: Sequence[str],
         model=model_name,
         weights=weights_id,
         templates=templates,
+        templates_sha256=templates_sha256(TEMPLATE_SETS[templates]),
         prompt_style=prompt_style,
         background=background)
     # added only when set: run-time vocabularies keep their keys

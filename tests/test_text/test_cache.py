@@ -37,3 +37,27 @@ def test_vocabulary_embeddings_cache(tmp_path):
     assert not list(tmp_path.glob('*.tmp.*'))
     with pytest.raises(ValueError, match='templates must be one of'):
         vocabulary_embeddings(['cat'], 'm', 'tag', templates='x')
+
+
+def test_templates_edited_under_their_name_miss_the_cache(
+        tmp_path, monkeypatch):
+    """The key holds the templates' content, not only the set's name: rows
+    of edited templates are never served from the old entry."""
+    from mmlocat.text import templates
+    calls = []
+
+    def encoder(prompts):
+        calls.append(list(prompts))
+        return torch.ones(len(prompts), 4)
+
+    kwargs = dict(cache_dir=str(tmp_path), encoder=encoder, templates='single')
+    first = vocabulary_embeddings(['cat'], 'm', 'tag', **kwargs)
+    built = len(calls)
+    assert templates.TEMPLATE_SETS['single'] != ('a photo of {}.', )
+    # the one dict every module reads, edited in place
+    monkeypatch.setitem(templates.TEMPLATE_SETS, 'single',
+                        ('a photo of {}.', ))
+    second = vocabulary_embeddings(['cat'], 'm', 'tag', **kwargs)
+    assert second != first
+    # encoded again, with the edited template
+    assert ['This is a photo of cat.'] in calls[built:], calls
