@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import os.path as osp
+import signal
 import subprocess
 import sys
 import time
@@ -62,6 +63,22 @@ def make_data(data_root: str) -> Dict:
         seed=0)
 
 
+def _run_training(cmd: List[str]) -> None:
+    """Run ``cmd``, passing a SIGTERM sent to the demo on to it: Python's
+    default SIGTERM would end the demo at once and leave the training
+    process running on, an orphan."""
+    child = subprocess.Popen(cmd, cwd=ROOT)
+    previous = signal.signal(signal.SIGTERM,
+                             lambda signum, _: child.send_signal(signum))
+    try:
+        code = child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if code:
+        print(f'[demo] training stopped (exit status {code})', flush=True)
+        sys.exit(code)
+
+
 def train(name: str, work_dir: str, data_root: str) -> Dict:
     """Run tools/train.py and return the final validation metrics."""
     data_root = osp.join(data_root, 'ADEChallengeData2016')
@@ -73,7 +90,7 @@ def train(name: str, work_dir: str, data_root: str) -> Dict:
         f'test_dataloader.dataset.data_root={data_root}'
     ]
     print(f'[demo] training {name}: {" ".join(cmd)}', flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT)
+    _run_training(cmd)
     scalars = sorted(glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')))
     if not scalars:
         raise RuntimeError(f'no scalars.json written under {work_dir}')
