@@ -25,11 +25,13 @@ import contextlib
 import copy
 import functools
 import io
+import logging
 import os
 import os.path as osp
 import runpy
 import subprocess
 import sys
+import tempfile
 import traceback
 import warnings
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple
@@ -55,6 +57,18 @@ class ToolResult(subprocess.CompletedProcess):
                  output: Optional[str] = None) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.output = stdout + stderr if output is None else output
+
+    def exits(self, code: int, tail: int = 3000) -> 'ToolResult':
+        """This result, asserting its exit status is ``code`` (a failure
+        shows the last ``tail`` characters of the output)."""
+        assert self.returncode == code, (
+            f'{" ".join(self.args[1:])[:300]}: exit status '
+            f'{self.returncode}, not {code}\n{self.output[-tail:]}')
+        return self
+
+    def ok(self, tail: int = 3000) -> str:
+        """The output of a run that must have succeeded."""
+        return self.exits(0, tail).output
 
 
 # ------------------------------------------------------------- configs
@@ -112,8 +126,8 @@ def _script(script: str) -> str:
     return path
 
 
-def tool_env(env: Optional[Mapping[str, Optional[str]]] = None
-             ) -> Dict[str, str]:
+def tool_env(
+        env: Optional[Mapping[str, Optional[str]]] = None) -> Dict[str, str]:
     """The environment of a tool's subprocess: the test's, the venv first
     on ``PATH``, this checkout first on ``PYTHONPATH``, one thread
     (:data:`TOOL_ENV`, unless the test's environment sets them), then
@@ -151,7 +165,8 @@ def run_tool(script: str,
              isolate: Optional[str] = None,
              env: Optional[Mapping[str, Optional[str]]] = None,
              timeout: Optional[float] = DEFAULT_TIMEOUT,
-             stdin: Optional[str] = None) -> ToolResult:
+             stdin: Optional[str] = None,
+             merge_stderr: bool = False) -> ToolResult:
     """``python SCRIPT ARGV`` (``bash`` for ``*.sh``), in this process
     unless ``isolate`` says why it needs its own.
 
@@ -164,6 +179,9 @@ def run_tool(script: str,
         timeout: Seconds a subprocess may run; an in-process run is bound
             by the test's own timeout (pytest-timeout).
         stdin: Text for a subprocess's standard input.
+        merge_stderr: A subprocess writes its stderr into its stdout, so
+            ``output`` keeps their order (an in-process ``output`` always
+            does); ``stderr`` is then empty.
 
     Returns:
         The finished run (a failure is a return code, never an exception).
@@ -176,13 +194,14 @@ def run_tool(script: str,
                              'needs a subprocess: say why with isolate=')
         return run_in_process(command[1], command[2:], cwd=cwd, env=env)
     _reason(isolate, f'run_tool {script}')
-    proc = subprocess.run(command,
-                          cwd=cwd,
-                          env=tool_env(env),
-                          input=stdin,
-                          capture_output=True,
-                          text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        command,
+        cwd=cwd,
+        env=tool_env(env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout)
     return ToolResult(command, proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -200,14 +219,19 @@ def start_tool(script: str,
     popen.setdefault('stdout', subprocess.PIPE)
     popen.setdefault('stderr', subprocess.PIPE)
     popen.setdefault('text', True)
-    return subprocess.Popen(_command(script, argv),
-                            cwd=cwd or REPO_ROOT,
-                            env=tool_env(env),
-                            **popen)
+    return subprocess.Popen(
+        _command(script, argv),
+        cwd=cwd or REPO_ROOT,
+        env=tool_env(env),
+        **popen)
 
 
 # ------------------------------------------------------- in-process core
 def _managed_classes() -> List[type]:
+    """Every ``ManagerMixin`` class (none before mmengine is imported: a
+    tool that needs no mmengine does not pay for importing it here)."""
+    if 'mmengine.utils.manager' not in sys.modules:
+        return []
     from mmengine.utils import ManagerMixin
     found, todo = [], [ManagerMixin]
     while todo:
@@ -222,7 +246,6 @@ def fresh_globals() -> Iterator[None]:
     """mmengine's global instances (``ManagerMixin``: loggers, message
     hubs, visualizers, the default scope) empty inside, as in a new
     process, and put back after; the loggers made inside are closed."""
-    from mmengine.logging import MMLogger
     saved = {cls: dict(cls._instance_dict) for cls in _managed_classes()}
     for cls in saved:
         cls._instance_dict.clear()
@@ -230,35 +253,64 @@ def fresh_globals() -> Iterator[None]:
         yield
     finally:
         for cls in _managed_classes():
-            made = [
-                v for k, v in cls._instance_dict.items()
-                if saved.get(cls, {}).get(k) is not v
-            ]
-            for instance in made:
-                if isinstance(instance, MMLogger):
+            kept = saved.get(cls, {})
+            for key, instance in cls._instance_dict.items():
+                if kept.get(key) is not instance and isinstance(
+                        instance, logging.Logger):
                     for handler in list(instance.handlers):
                         handler.close()
                         instance.removeHandler(handler)
             cls._instance_dict.clear()
-            cls._instance_dict.update(saved.get(cls, {}))
+            cls._instance_dict.update(kept)
+
+
+@contextlib.contextmanager
+def _cached_lookups() -> Iterator[None]:
+    """:func:`cached_external_cfg_path` for mmengine's ``pkg::`` look-ups,
+    where mmengine's config module is imported already (else the tool
+    imports it and pays the uncached look-ups; importing it here would
+    cost every tool the torch import)."""
+    if 'mmengine.config.config' not in sys.modules:
+        yield
+        return
+    with mock.patch(EXTERNAL_CFG_PATH, cached_external_cfg_path):
+        yield
 
 
 class _Tee(io.TextIOBase):
-    """Write to buffers and to the stream pytest captures."""
+    """Write to several buffers (a tool's stream and the interleaved
+    output)."""
 
-    def __init__(self, stream, *buffers: io.StringIO) -> None:
-        self.buffers, self.stream = buffers, stream
+    def __init__(self, *buffers: io.StringIO) -> None:
+        self.buffers = buffers
 
     def write(self, text: str) -> int:
         for buffer in self.buffers:
             buffer.write(text)
-        return self.stream.write(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
+        return len(text)
 
     def isatty(self) -> bool:
         return False
+
+
+@contextlib.contextmanager
+def _fd_captured(fd: int, sink: List[str]) -> Iterator[None]:
+    """What is written to file descriptor ``fd`` (C libraries such as
+    OpenCV, worker processes, subprocesses of the tool) goes to a file
+    whose text is appended to ``sink``."""
+    with tempfile.TemporaryFile() as tmp:
+        saved = os.dup(fd)
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield
+        finally:
+            for stream in (sys.__stdout__, sys.__stderr__):
+                if stream is not None:
+                    stream.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            sink.append(tmp.read().decode('utf-8', 'replace'))
 
 
 def _exit_status(code: object, stderr) -> int:
@@ -271,41 +323,50 @@ def _exit_status(code: object, stderr) -> int:
     return 1
 
 
-def run_in_process(path: str,
-                   argv: List[str],
-                   cwd: Optional[str] = None,
-                   env: Optional[Mapping[str, Optional[str]]] = None,
-                   patches: Tuple = ()) -> ToolResult:
+def run_in_process(
+    path: str,
+    argv: List[str],
+    cwd: Optional[str] = None,
+    env: Optional[Mapping[str, Optional[str]]] = None,
+    patches: Tuple = ()
+) -> ToolResult:
     """``python PATH ARGV`` in this process (:func:`run_tool`'s default):
     ``runpy.run_path(path, run_name='__main__')`` with ``sys.argv`` set,
     the script's folder first on ``sys.path``, in ``cwd``, ``env`` and
     :data:`TOOL_ENV` set, ``pkg::`` lookups cached, mmengine's globals
     fresh (:func:`fresh_globals`) and the warning filters put back; output
-    captured (and passed on to pytest's capture). ``patches``: more
-    context managers to enter around the run."""
+    captured, also what is written to file descriptors 1 and 2 (C
+    libraries, worker processes: appended after the Python-level text),
+    then passed on to pytest's capture. ``patches``: more context managers
+    to enter around the run."""
     out, err, both = io.StringIO(), io.StringIO(), io.StringIO()
+    fd_out: List[str] = []
+    fd_err: List[str] = []
     environ = {k: v for k, v in TOOL_ENV.items() if k not in os.environ}
     environ.update(env or {})
     unset = [k for k, v in environ.items() if v is None]
     environ = {k: str(v) for k, v in environ.items() if v is not None}
     code: object = 0
     here = os.getcwd()
+    stdout, stderr = sys.stdout, sys.stderr
+    for stream in (stdout, stderr, sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.dict(os.environ, environ))
         for key in unset:
             os.environ.pop(key, None)
-        stack.enter_context(
-            mock.patch(EXTERNAL_CFG_PATH, cached_external_cfg_path))
+        stack.enter_context(_cached_lookups())
         stack.enter_context(
             mock.patch.object(sys, 'argv', [path] + [str(a) for a in argv]))
         stack.enter_context(
             mock.patch.object(sys, 'path', [osp.dirname(path)] + sys.path))
         stack.enter_context(warnings.catch_warnings())
         stack.enter_context(fresh_globals())
-        stack.enter_context(
-            contextlib.redirect_stdout(_Tee(sys.stdout, out, both)))
-        stack.enter_context(
-            contextlib.redirect_stderr(_Tee(sys.stderr, err, both)))
+        stack.enter_context(_fd_captured(1, fd_out))
+        stack.enter_context(_fd_captured(2, fd_err))
+        stack.enter_context(contextlib.redirect_stdout(_Tee(out, both)))
+        stack.enter_context(contextlib.redirect_stderr(_Tee(err, both)))
         for patch in patches:
             stack.enter_context(patch)
         os.chdir(cwd or REPO_ROOT)
@@ -318,5 +379,11 @@ def run_in_process(path: str,
             code = 1
         finally:
             os.chdir(here)
+    # output written below Python (file descriptors) follows the rest
+    stdout_text = out.getvalue() + ''.join(fd_out)
+    stderr_text = err.getvalue() + ''.join(fd_err)
+    output = both.getvalue() + ''.join(fd_out) + ''.join(fd_err)
+    # shown by pytest when the test fails
+    stdout.write(output)
     return ToolResult([sys.executable, path] + [str(a) for a in argv], code,
-                      out.getvalue(), err.getvalue(), both.getvalue())
+                      stdout_text, stderr_text, output)

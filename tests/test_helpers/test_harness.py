@@ -5,6 +5,7 @@ from helpers.harness import run_tool, shipped_config
 # A Runner names its logger by the second it starts (mmengine's
 # experiment name): two runs in one second ask for the same name.
 SCRIPT = '''
+import os
 import sys
 from mmengine.logging import MMLogger, print_log
 from mmengine.registry import DefaultScope
@@ -13,6 +14,7 @@ DefaultScope.get_instance('run', scope_name='mmdet')
 logger = MMLogger.get_instance('tool_20260101_000000', log_level='INFO')
 logger.info('said ' + sys.argv[1])
 print_log('err ' + sys.argv[1], logger='current')
+os.write(2, b'below python\\n')  # as OpenCV or a worker process writes
 if sys.argv[1] == 'fail':
     raise RuntimeError('broken tool')
 sys.exit(None if sys.argv[1] == 'ok' else sys.argv[1])
@@ -36,6 +38,7 @@ def test_in_process_runs_start_fresh(tool, tmp_path):
     assert 'said ok' in first.output and 'said ok2' not in first.output
     assert 'said ok2' in second.output and 'err ok2' in second.output
     assert 'ok2' in second.stderr  # sys.exit('ok2') prints it
+    assert first.stderr.count('below python') == 1
     assert DefaultScope.get_current_instance() is None
 
 

@@ -2,10 +2,9 @@
 (mmlocat.utils.data_root.retarget_data_root), and the tiny-data command
 writes the layout the shipped configs read."""
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
+from helpers.harness import run_tool
 from mmengine.config import Config
 
 from mmlocat.testing import DEFAULT_SUBDIRS, generate
@@ -133,31 +132,22 @@ def test_nested_datasets_evaluators_and_other_paths(tmp_path):
 
 
 @pytest.mark.e2e
-def test_train_one_iteration_from_the_tiny_data(tiny_root, tmp_path, repo_root,
-                                                subprocess_env):
+def test_train_one_iteration_from_the_tiny_data(tiny_root, tmp_path):
     """A segmentation recipe trains one CPU iteration from the tiny data
     with ``--data-root``, a schedule override and (no downloaded weights
     here) a random backbone; the flag prints what it moved."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            'tools/train.py',
-            'configs/locat/upernet_locat-t_ade20k.py',
-            '--data-root',
-            tiny_root,
-            '--work-dir',
-            str(tmp_path / 'work'),
-            '--cfg-options',
-            'train_cfg.max_iters=1',
-            'train_dataloader.batch_size=2',
-            # no ImageNet weights in a test: the backbone starts at random
-            'model.backbone.init_cfg=None'
-        ],
-        cwd=repo_root,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=900)
+    proc = run_tool(
+        'tools/train.py',
+        'configs/locat/upernet_locat-t_ade20k.py',
+        '--data-root',
+        tiny_root,
+        '--work-dir',
+        str(tmp_path / 'work'),
+        '--cfg-options',
+        'train_cfg.max_iters=1',
+        'train_dataloader.batch_size=2',
+        # no ImageNet weights in a test: the backbone starts at random
+        'model.backbone.init_cfg=None')
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (f'--data-root: train_dataloader.dataset.data_root: '
             f'data/ade/ADEChallengeData2016 -> {tiny_root}/ade/'
