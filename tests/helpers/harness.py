@@ -279,12 +279,17 @@ def _cached_lookups() -> Iterator[None]:
 
 class _Tee(io.TextIOBase):
     """Write to several buffers (a tool's stream and the interleaved
-    output)."""
+    output); in a process forked from this one (a data loader worker),
+    whose copies of the buffers nobody reads, to file descriptor ``fd``
+    (captured by :func:`_fd_captured`) instead."""
 
-    def __init__(self, *buffers: io.StringIO) -> None:
-        self.buffers = buffers
+    def __init__(self, fd: int, *buffers: io.StringIO) -> None:
+        self.fd, self.buffers, self.pid = fd, buffers, os.getpid()
 
     def write(self, text: str) -> int:
+        if os.getpid() != self.pid:
+            os.write(self.fd, text.encode('utf-8', 'replace'))
+            return len(text)
         for buffer in self.buffers:
             buffer.write(text)
         return len(text)
@@ -365,8 +370,8 @@ def run_in_process(
         stack.enter_context(fresh_globals())
         stack.enter_context(_fd_captured(1, fd_out))
         stack.enter_context(_fd_captured(2, fd_err))
-        stack.enter_context(contextlib.redirect_stdout(_Tee(out, both)))
-        stack.enter_context(contextlib.redirect_stderr(_Tee(err, both)))
+        stack.enter_context(contextlib.redirect_stdout(_Tee(1, out, both)))
+        stack.enter_context(contextlib.redirect_stderr(_Tee(2, err, both)))
         for patch in patches:
             stack.enter_context(patch)
         os.chdir(cwd or REPO_ROOT)

@@ -14,7 +14,12 @@ DefaultScope.get_instance('run', scope_name='mmdet')
 logger = MMLogger.get_instance('tool_20260101_000000', log_level='INFO')
 logger.info('said ' + sys.argv[1])
 print_log('err ' + sys.argv[1], logger='current')
-os.write(2, b'below python\\n')  # as OpenCV or a worker process writes
+os.write(2, b'below python\\n')  # as OpenCV writes
+child = os.fork()  # a data loader worker, printing
+if child == 0:
+    print('from a worker ' + sys.argv[1], flush=True)
+    os._exit(0)
+os.waitpid(child, 0)
 if sys.argv[1] == 'fail':
     raise RuntimeError('broken tool')
 sys.exit(None if sys.argv[1] == 'ok' else sys.argv[1])
@@ -39,6 +44,7 @@ def test_in_process_runs_start_fresh(tool, tmp_path):
     assert 'said ok2' in second.output and 'err ok2' in second.output
     assert 'ok2' in second.stderr  # sys.exit('ok2') prints it
     assert first.stderr.count('below python') == 1
+    assert 'from a worker ok\n' in first.stdout
     assert DefaultScope.get_current_instance() is None
 
 
