@@ -199,10 +199,11 @@ def run_tool(script: str,
         cwd=cwd,
         env=tool_env(env),
         input=stdin,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         text=True,
         timeout=timeout)
-    return ToolResult(command, proc.returncode, proc.stdout, proc.stderr)
+    return ToolResult(command, proc.returncode, proc.stdout, proc.stderr or '')
 
 
 def start_tool(script: str,
