@@ -1,6 +1,4 @@
-import os
 import os.path as osp
-import sys
 
 import pytest
 
@@ -14,16 +12,11 @@ def repo_root() -> str:
 
 @pytest.fixture(scope='session')
 def subprocess_env() -> dict:
-    """Environment for tool subprocesses: venv first on PATH, 1 thread."""
-    env = dict(os.environ)
-    env['PATH'] = osp.dirname(sys.executable) + os.pathsep + env['PATH']
-    env['PYTHONPATH'] = REPO_ROOT + os.pathsep + env.get('PYTHONPATH', '')
-    env.setdefault('OMP_NUM_THREADS', '1')
-    # tools skip yapf-formatting the config text they log and dump
-    # (mmlocat.utils.launch.load_config); export 1 to keep it
-    env.setdefault('MMLOCAT_FORMAT_CONFIG', '0')
-    env['MKL_NUM_THREADS'] = env['OMP_NUM_THREADS']
-    return env
+    """Environment for a subprocess a test starts itself
+    (``helpers.harness.tool_env``: venv first on PATH, this checkout on
+    PYTHONPATH, 1 thread, no config formatting); prefer ``run_tool``."""
+    from helpers.harness import tool_env
+    return tool_env()
 
 
 @pytest.fixture(scope='session')

@@ -13,12 +13,12 @@ the tests run in (``<repo>/configs``); this is why the builder lives under
 ``tests/`` and not in the installed package.
 """
 import copy
-import functools
 import os.path as osp
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
+from helpers.harness import shipped_config
 from mmengine.config import Config
 
 from mmlocat.text import save_text_embeddings
@@ -96,9 +96,8 @@ def shipped_config_path(name: str, repo: str = REPO) -> str:
     return path
 
 
-@functools.lru_cache()
 def _shipped(name: str) -> dict:
-    return Config.fromfile(shipped_config_path(name)).model.to_dict()
+    return shipped_config(shipped_config_path(name)).model.to_dict()
 
 
 def write_embeddings(path,

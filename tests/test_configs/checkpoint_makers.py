@@ -34,9 +34,9 @@ from unittest import mock
 import numpy as np
 import torch
 from helpers import sources
+from helpers.harness import shipped_config as load_config  # noqa: F401
 from helpers.shrink import TOWER_KEYS, shrink_model
 from mmengine.config import Config
-from mmengine.config.utils import _get_external_cfg_path
 
 from mmlocat.utils.pretrained import is_pretrained_cfg
 
@@ -54,37 +54,6 @@ def shipped_configs() -> List[str]:
     return sorted(
         osp.relpath(p, REPO) for p in found
         if '_base_' not in osp.relpath(p, REPO).split(os.sep))
-
-
-@functools.lru_cache(maxsize=None)
-def _external_cfg_path(package_path: str, cfg_file: str):
-    try:
-        return _get_external_cfg_path(package_path, cfg_file), None
-    except ValueError as err:
-        return None, err
-
-
-def _cached_external_cfg_path(package_path: str, cfg_file: str) -> str:
-    """mmengine's lookup of ``pkg::name`` in the package's metafiles, once
-    per name: mmengine reads all ~60 metafiles of mmseg / mmdet on every
-    lookup (also for each ``_base_``, where it fails and falls back to the
-    base path), most of the time of parsing a config here."""
-    path, err = _external_cfg_path(package_path, cfg_file)
-    if err is not None:
-        raise err
-    return path
-
-
-@functools.lru_cache(maxsize=None)
-def _parsed(config: str) -> Config:
-    with mock.patch('mmengine.config.config._get_external_cfg_path',
-                    _cached_external_cfg_path):
-        return Config.fromfile(osp.join(REPO, config))
-
-
-def load_config(config: str) -> Config:
-    """A fresh copy of the parsed config (parsed once per session)."""
-    return copy.deepcopy(_parsed(config))
 
 
 def checkpoint_refs(cfg: Config) -> List[Tuple[str, str]]:

@@ -6,8 +6,8 @@ executes its commands in a :class:`placeholders.UserRoot`:
 
 * ``python SCRIPT ARGS`` (also ``.venv/bin/python``, with leading
   ``VAR=value`` assignments): the script runs in this process as
-  ``python SCRIPT`` runs it (``runpy.run_path(..., run_name='__main__')``,
-  ``sys.argv`` set, in the user root), so open_clip resolves the tiny models
+  ``python SCRIPT`` runs it (:func:`helpers.harness.run_in_process`, in
+  the user root), so open_clip resolves the tiny models
   of :mod:`tiny_models`; exit status 0 is success.
 * Tools that read a config (:data:`SHRUNK_TOOLS`) get the shrink as
   ``--cfg-options`` appended to the README's arguments: the differences
@@ -27,21 +27,16 @@ executes its commands in a :class:`placeholders.UserRoot`:
 Every command run is recorded (:data:`EXECUTED`, per test) for the check in
 ``conftest.py``.
 """
-import contextlib
-import io
 import os
 import os.path as osp
 import re
-import runpy
 import shlex
 import shutil
-import sys
 import time
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Set, Tuple
-from unittest import mock
 
-from checkpoint_makers import _cached_external_cfg_path, load_config
+from helpers.harness import run_in_process, shipped_config
 from helpers.shrink import shrink_model, shrink_run
 from mmengine.config import DictAction
 from readme_blocks import Block, Command
@@ -56,7 +51,6 @@ LOOP = re.compile(r'^for\s+(\w+)\s+in\s+(.*?);\s*do\s+(.*?);?\s*done$', re.S)
 FILE_LIKE = re.compile(r'(/|\.(pt|pth|bin|safetensors|json|npy|jpg|png|txt|'
                        r'py|tar|tsv)$)')
 TAIL = 6000
-EXTERNAL_CFG_PATH = 'mmengine.config.config._get_external_cfg_path'
 
 # (test node id) -> {(file, block index, command number)}
 EXECUTED: Dict[str, Set[Tuple[str, int, int]]] = defaultdict(set)
@@ -122,8 +116,8 @@ def shrink_options(config: str) -> List[str]:
         ReadmeError: If a difference cannot be written as an option that
             mmengine's ``DictAction`` parses back to the same value.
     """
-    shipped = load_config(config)
-    small = load_config(config)
+    shipped = shipped_config(config)
+    small = shipped_config(config)
     shrink_model(small)
     shrink_run(small)
     before, after = shipped.to_dict(), small.to_dict()
@@ -229,7 +223,7 @@ class ReadmeRunner:
                     raise ReadmeError(f'{where}: option {mine} where the run '
                                       f'command has {theirs}')
                 if re.match(r'^configs/.+\.py$', mine):
-                    load_config(mine)
+                    shipped_config(mine)
                 elif theirs in inputs and not (self.root.knows(mine)
                                                or osp.exists(
                                                    self.root.abs(mine))):
@@ -367,49 +361,8 @@ class ReadmeRunner:
     def _run_script(self, path: str, script: str, args: List[str],
                     env: Dict[str, str]) -> Tuple[object, str]:
         """``python SCRIPT ARGS`` in this process: (exit status, output)."""
-        buffer = io.StringIO()
-        environ = dict(MMLOCAT_FORMAT_CONFIG='0', **env)
-        cwd = os.getcwd()
-        code: object = 0
-        # mmengine reads every metafile of mmseg / mmdet for each 'pkg::'
-        # base (seconds per config): the same lookups, once per session
-        with mock.patch.dict(os.environ, environ), \
-                mock.patch(EXTERNAL_CFG_PATH, _cached_external_cfg_path), \
-                mock.patch.object(sys, 'argv', [script] + list(args)), \
-                contextlib.redirect_stdout(_Tee(buffer, sys.stdout)), \
-                contextlib.redirect_stderr(_Tee(buffer, sys.stderr)):
-            os.chdir(self.root.path)
-            try:
-                runpy.run_path(path, run_name='__main__')
-            except SystemExit as err:
-                code = err.code
-                if isinstance(code, str):
-                    buffer.write(code + '\n')
-                    code = 1
-            except Exception:  # the traceback is the failure's message
-                import traceback
-                buffer.write(traceback.format_exc())
-                code = 'an exception'
-            finally:
-                os.chdir(cwd)
-        return code, buffer.getvalue()
-
-
-class _Tee(io.TextIOBase):
-    """Write to a buffer and to the stream pytest captures."""
-
-    def __init__(self, buffer: io.StringIO, stream) -> None:
-        self.buffer_, self.stream = buffer, stream
-
-    def write(self, text: str) -> int:
-        self.buffer_.write(text)
-        return self.stream.write(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def isatty(self) -> bool:
-        return False
+        done = run_in_process(path, list(args), cwd=self.root.path, env=env)
+        return done.returncode, done.output
 
 
 def executed_by(test: str) -> Set[Tuple[str, int, int]]:

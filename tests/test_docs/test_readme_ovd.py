@@ -7,7 +7,6 @@ record) and test it; CLIPSelf's released embeddings and detector convert
 and test, also in fp16 as F-ViT tests.
 """
 import json
-import time
 
 import pytest
 from checkpoint_makers import loaded_from, prepare_model
@@ -92,9 +91,6 @@ def test_clipself_detectors(new_root):
     runner.run(block('clipself_embeddings2npy.py F-ViT'))
     detectors = block('clipself_fvit2mmlocat.py')
     _, test = runner.run(detectors, lines=[1, 2])
-    # mmengine names a Runner's logger by the second it starts: two
-    # in-process runs in one second would share it (and its output)
-    time.sleep(1.1)
     fp16, = runner.run(detectors, lines=[3])
     assert 'coco/novel_ap50' in test
     # CLIPSelf's embedding files name their CLIP only: the opt-out is logged

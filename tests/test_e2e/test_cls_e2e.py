@@ -9,10 +9,9 @@ plain OptimWrapper (AmpOptimWrapper needs an accelerator).
 """
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import pytest
+from helpers.harness import run_tool
 
 from mmlocat.testing import generate
 
@@ -73,29 +72,16 @@ def imagenet_root(tmp_path_factory) -> str:
         seed=0)['data_root']
 
 
-def _run(args, env, cwd) -> str:
-    proc = subprocess.run([sys.executable, *args],
-                          capture_output=True,
-                          text=True,
-                          env=env,
-                          cwd=cwd)
-    assert proc.returncode == 0, (proc.stdout[-2000:] + proc.stderr[-4000:])
-    return proc.stdout + proc.stderr
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('family', sorted(CONFIGS))
 @pytest.mark.slow
-def test_train_then_test_top1(family, imagenet_root, tmp_path, repo_root,
-                              subprocess_env):
+def test_train_then_test_top1(family, imagenet_root, tmp_path, repo_root):
     base, backbone = CONFIGS[family]
     config = tmp_path / f'{family}_tiny.py'
     config.write_text(
         DERIVED.format(base=osp.join(repo_root, base), root=imagenet_root))
     work_dir = str(tmp_path / 'work')
-    train_log = _run(['tools/train.py',
-                      str(config), '--work-dir', work_dir], subprocess_env,
-                     repo_root)
+    train_log = run_tool('tools/train.py', config, '--work-dir', work_dir).ok()
     assert f"type='mmlocat.{backbone}'" in train_log
     # 20 images / batch 4 = 5 iterations per epoch, 2 epochs
     assert re.search(r'Epoch\(train\)\s+\[2\]\[5/5\]',
@@ -103,11 +89,8 @@ def test_train_then_test_top1(family, imagenet_root, tmp_path, repo_root,
     checkpoint = osp.join(work_dir, 'epoch_2.pth')
     assert osp.isfile(checkpoint)
 
-    log = _run([
-        'tools/test.py',
-        str(config), checkpoint, '--work-dir',
-        str(tmp_path / 'test')
-    ], subprocess_env, repo_root)
+    log = run_tool('tools/test.py', config, checkpoint, '--work-dir',
+                   tmp_path / 'test').ok()
     match = re.search(r'accuracy/top1: ([0-9.]+)', log)
     assert match, log[-3000:]
     assert 0. <= float(match.group(1)) <= 100.

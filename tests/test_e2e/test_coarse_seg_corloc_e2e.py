@@ -6,14 +6,12 @@ COCO20k file is built by ``tools/dataset_converters/coco20k.py`` from the
 COCO annotations and an image list in LOST's format. The shipped configs
 are derived with a 32-d, 1-layer ViT and a random checkpoint.
 """
-import importlib.util
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers.harness import run_tool
 
 from mmlocat.testing import generate
 
@@ -44,7 +42,7 @@ def _derive(tmp_path, repo_root, leaf, root, extra=''):
     return config
 
 
-def _test_tool(repo_root, config, tmp_path, env):
+def _tested_metrics(config, tmp_path):
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
     from mmpretrain.registry import MODELS
@@ -55,19 +53,8 @@ def _test_tool(repo_root, config, tmp_path, env):
     torch.manual_seed(0)
     ckpt = tmp_path / 'random.pth'
     save_checkpoint(MODELS.build(cfg.model).state_dict(), str(ckpt))
-    proc = subprocess.run([
-        sys.executable,
-        osp.join(repo_root, 'tools', 'test.py'),
-        str(config),
-        str(ckpt), '--work-dir',
-        str(tmp_path / 'work')
-    ],
-                          capture_output=True,
-                          text=True,
-                          env=env,
-                          timeout=300)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-4000:]
+    log = run_tool('tools/test.py', config, ckpt, '--work-dir',
+                   tmp_path / 'work').ok(4000)
     return {
         k: float(v)
         for k, v in re.findall(r'((?:coarse_seg|corloc)/\w+): ([0-9.]+)', log)
@@ -81,10 +68,10 @@ def voc(tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
-def test_coarse_seg_voc12(tmp_path, repo_root, subprocess_env, voc):
+def test_coarse_seg_voc12(tmp_path, repo_root, voc):
     config = _derive(tmp_path, repo_root, 'coarseseg_last-dino-s_voc12.py',
                      voc['data_root'])
-    metrics = _test_tool(repo_root, config, tmp_path, subprocess_env)
+    metrics = _tested_metrics(config, tmp_path)
     assert set(metrics) == {
         'coarse_seg/fg_IoU', 'coarse_seg/bg_IoU', 'coarse_seg/mIoU',
         'coarse_seg/num_images'
@@ -98,26 +85,18 @@ def test_coarse_seg_voc12(tmp_path, repo_root, subprocess_env, voc):
 
 
 @pytest.mark.timeout(300)
-def test_corloc_voc12_trainval(tmp_path, repo_root, subprocess_env, voc):
+def test_corloc_voc12_trainval(tmp_path, repo_root, voc):
     config = _derive(tmp_path, repo_root, 'corloc_dino-s_voc12.py',
                      voc['data_root'], TINY_SET)
-    metrics = _test_tool(repo_root, config, tmp_path, subprocess_env)
+    metrics = _tested_metrics(config, tmp_path)
     assert metrics['corloc/num_images'] == 5  # trainval: 2 + 3
     assert metrics['corloc/num_without_gt'] == 0
     assert 0 <= metrics['corloc/CorLoc'] <= 1
     assert metrics['corloc/images_per_s'] > 0
 
 
-def _tool(repo_root, name):
-    path = osp.join(repo_root, 'tools', 'dataset_converters', name + '.py')
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.timeout(300)
-def test_corloc_coco20k(tmp_path, repo_root, subprocess_env, monkeypatch):
+def test_corloc_coco20k(tmp_path, repo_root):
     paths = generate('coco', str(tmp_path / 'coco'), 4, 1, (48, 48))
     root = paths['data_root']
     ann = osp.join(root, paths['train_ann_file'])
@@ -126,11 +105,10 @@ def test_corloc_coco20k(tmp_path, repo_root, subprocess_env, monkeypatch):
     image_list = tmp_path / 'coco_20k_filenames.txt'
     image_list.write_text(''.join(f'train2014/{n}\n' for n in listed))
     out = osp.join(root, 'annotations', 'coco20k.json')
-    monkeypatch.setattr(sys, 'argv', ['coco20k', ann, str(image_list), out])
-    _tool(repo_root, 'coco20k').main()
+    run_tool('tools/dataset_converters/coco20k.py', ann, image_list, out).ok()
     config = _derive(
         tmp_path, repo_root, 'corloc_dino-s_coco20k.py', root,
         f", data_prefix=dict(img_path={paths['train_img_dir']!r})" + TINY_SET)
-    metrics = _test_tool(repo_root, config, tmp_path, subprocess_env)
+    metrics = _tested_metrics(config, tmp_path)
     assert metrics['corloc/num_images'] == 3
     assert 0 <= metrics['corloc/CorLoc'] <= 1

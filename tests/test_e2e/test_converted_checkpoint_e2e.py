@@ -16,11 +16,10 @@ Two training iterations on generated ADE20K data, then ``tools/test.py`` on
 the saved checkpoint.
 """
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers.harness import run_tool
 from helpers.shrink import TINY_DIMS, write_tiny_config
 from helpers.sources import TINY_WIDTH, timm_vit_state_dict
 
@@ -32,19 +31,6 @@ SHIPPED = 'configs/locat/upernet_locat-b_ade20k.py'
 CHECKPOINT = 'checkpoints/locat-b_in1k.pth'  # the shipped init_cfg's
 ITERS = 2
 TIMEOUT = 600
-
-
-def run(cmd, cwd, env) -> str:
-    proc = subprocess.run(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    return proc.stdout
 
 
 @pytest.fixture(scope='module')
@@ -61,7 +47,7 @@ def data_root(tmp_path_factory) -> str:
 @pytest.mark.parametrize('gaug', [False, True], ids=['vit', 'locat'])
 @pytest.mark.slow
 def test_train_and_test_from_a_converted_timm_checkpoint(
-        gaug, tmp_path, data_root, repo_root, subprocess_env):
+        gaug, tmp_path, data_root, repo_root):
     from mmengine.config import Config
     from safetensors.torch import save_file
     assert TINY_DIMS == TINY_WIDTH  # the source and the shrunk config agree
@@ -73,11 +59,11 @@ def test_train_and_test_from_a_converted_timm_checkpoint(
     save_file(
         timm_vit_state_dict('vit_base_patch16_224', gaug=gaug, depth=4), src)
     (tmp_path / 'checkpoints').mkdir()
-    out = run([
-        sys.executable,
-        osp.join(repo_root, 'tools/model_converters/locat2mmlocat.py'), src,
-        CHECKPOINT
-    ], str(tmp_path), subprocess_env)
+    out = run_tool(
+        'tools/model_converters/locat2mmlocat.py',
+        src,
+        CHECKPOINT,
+        cwd=str(tmp_path)).ok(4000)
     assert 'blocks: 4' in out
     converted = torch.load(
         tmp_path / CHECKPOINT, map_location='cpu',
@@ -90,10 +76,9 @@ def test_train_and_test_from_a_converted_timm_checkpoint(
         ITERS,
         extra=dict(model=dict(backbone=dict(init_cfg=init_cfg))))
 
-    log = run([
-        sys.executable,
-        osp.join(repo_root, 'tools/train.py'), cfg, '--work-dir', 'train'
-    ], str(tmp_path), subprocess_env)
+    log = run_tool(
+        'tools/train.py', cfg, '--work-dir', 'train',
+        cwd=str(tmp_path)).ok(4000)
     # the final norm of the classification checkpoint is an expected
     # leftover of final_norm=False, named once; everything else loads
     dropped = [line for line in log.splitlines() if 'does not use' in line]
@@ -117,8 +102,7 @@ def test_train_and_test_from_a_converted_timm_checkpoint(
             atol=1e-3,
             rtol=0)
 
-    log = run([
-        sys.executable,
-        osp.join(repo_root, 'tools/test.py'), cfg, ckpt, '--work-dir', 'test'
-    ], str(tmp_path), subprocess_env)
+    log = run_tool(
+        'tools/test.py', cfg, ckpt, '--work-dir', 'test',
+        cwd=str(tmp_path)).ok(4000)
     assert 'mIoU' in log

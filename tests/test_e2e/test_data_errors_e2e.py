@@ -16,11 +16,10 @@ ViT-T config shrunk by :mod:`helpers.shrink` (2 iterations):
 """
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import pytest
 from helpers.faults import plant
+from helpers.harness import run_tool
 from helpers.shrink import write_tiny_config
 
 from mmlocat.testing.seg_writers import ade20k_file
@@ -36,21 +35,11 @@ def data(make_ade20k):
     return make_ade20k(4, 1, (64, 96))
 
 
-def tool(repo_root, env, *args):
-    return subprocess.run([sys.executable, *args],
-                          capture_output=True,
-                          text=True,
-                          env=env,
-                          cwd=repo_root,
-                          timeout=600)
-
-
-def train(repo_root, env, tmp_path, data, *extra):
+def train(repo_root, tmp_path, data, *extra):
     config = write_tiny_config(
         osp.join(repo_root, CONFIG), str(tmp_path / 'tiny.py'), data, ITERS)
     work = str(tmp_path / 'work')
-    proc = tool(repo_root, env, 'tools/train.py', config, '--work-dir', work,
-                *extra)
+    proc = run_tool('tools/train.py', config, '--work-dir', work, *extra)
     return proc, config, work
 
 
@@ -59,10 +48,9 @@ def lines_naming(text, path):
 
 
 @pytest.mark.slow
-def test_zero_byte_image_is_named_in_one_line(data, tmp_path, repo_root,
-                                              subprocess_env):
+def test_zero_byte_image_is_named_in_one_line(data, tmp_path, repo_root):
     bad = plant('empty', ade20k_file(data, 'img', 3))
-    proc, _, _ = train(repo_root, subprocess_env, tmp_path, data)
+    proc, _, _ = train(repo_root, tmp_path, data)
     assert proc.returncode != 0
     named = lines_naming(proc.stderr, bad)
     assert named == [
@@ -73,10 +61,9 @@ def test_zero_byte_image_is_named_in_one_line(data, tmp_path, repo_root,
     assert '!buf.empty()' not in proc.stderr
 
 
-def test_half_size_label_is_refused_in_training(data, tmp_path, repo_root,
-                                                subprocess_env):
+def test_half_size_label_is_refused_in_training(data, tmp_path, repo_root):
     label = plant('half_label', ade20k_file(data, 'ann', 2))
-    proc, _, _ = train(repo_root, subprocess_env, tmp_path, data)
+    proc, _, _ = train(repo_root, tmp_path, data)
     assert proc.returncode != 0
     named = lines_naming(proc.stderr, label)
     assert len(named) == 1, proc.stderr[-3000:]
@@ -86,11 +73,11 @@ def test_half_size_label_is_refused_in_training(data, tmp_path, repo_root,
 
 @pytest.mark.slow
 def test_skip_and_resize_train_then_test_names_a_val_image(
-        data, tmp_path, repo_root, subprocess_env):
+        data, tmp_path, repo_root):
     bad = plant('empty', ade20k_file(data, 'img', 3))
     plant('half_label', ade20k_file(data, 'ann', 2))
-    proc, config, work = train(repo_root, subprocess_env, tmp_path, data,
-                               '--on-data-error', 'skip', '--cfg-options',
+    proc, config, work = train(repo_root, tmp_path, data, '--on-data-error',
+                               'skip', '--cfg-options',
                                'train_dataloader.num_workers=1',
                                'checked_dataset.seg_map_size=resize')
     log = proc.stdout + proc.stderr
@@ -108,19 +95,17 @@ def test_skip_and_resize_train_then_test_names_a_val_image(
     dumped = open(osp.join(work, 'tiny.py')).read()
     assert 'CheckedDataset' not in dumped  # the config stays as written
     val = plant('empty', ade20k_file(data, 'img', 1, 'val'))
-    proc = tool(repo_root, subprocess_env, 'tools/test.py', config,
-                osp.join(work, f'iter_{ITERS}.pth'), '--work-dir',
-                str(tmp_path / 'test'))
+    proc = run_tool('tools/test.py', config,
+                    osp.join(work, f'iter_{ITERS}.pth'), '--work-dir',
+                    str(tmp_path / 'test'))
     assert proc.returncode != 0
     assert len(lines_naming(proc.stderr, val)) == 1, proc.stderr[-3000:]
     assert f'ADE20KDataset sample 0: {val}: empty file' in proc.stderr
 
 
-def test_check_data_stops_before_training(data, tmp_path, repo_root,
-                                          subprocess_env):
+def test_check_data_stops_before_training(data, tmp_path, repo_root):
     bad = plant('truncated', ade20k_file(data, 'img', 1))
-    proc, _, _ = train(repo_root, subprocess_env, tmp_path, data,
-                       '--check-data')
+    proc, _, _ = train(repo_root, tmp_path, data, '--check-data')
     assert proc.returncode == 1
     assert ('train ADE20KDataset: 4 samples, 8 files checked: 1 fault(s) '
             'truncated 1') in proc.stderr

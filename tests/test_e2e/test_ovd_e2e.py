@@ -2,20 +2,19 @@
 
 Tiny COCO (OV-COCO split) and LVIS datasets and random text embeddings are
 written to tmp_path; the shipped OV-COCO / OV-LVIS configs are derived with
-a 4-layer, 32-d CLIP ViT (16-d joint space) at 64 px and run in
-subprocesses exactly as a user would.
+a 4-layer, 32-d CLIP ViT (16-d joint space) at 64 px and run as a user
+runs them (in-process: helpers.harness.run_tool).
 """
 import glob
 import json
 import os.path as osp
 import pickle
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from helpers.fvit import EMBED, write_embeddings
+from helpers.harness import run_tool
 from helpers.shrink import write_tiny_ovd_config
 
 from mmlocat.testing import generate
@@ -25,29 +24,14 @@ from mmlocat.utils.records import file_sha256, read_checkpoint_meta
 pytestmark = pytest.mark.e2e
 
 
-def _run(args, env, cwd, expect_ok=True):
-    proc = subprocess.run(
-        [sys.executable] + args,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300)
-    out = proc.stdout + proc.stderr
-    if expect_ok:
-        assert proc.returncode == 0, out[-4000:]
-    return proc.returncode, out
-
-
-def _train_and_test(cfg, work, env, repo_root, extra_test=()):
-    _, train_out = _run(['tools/train.py', cfg, '--work-dir', work], env,
-                        repo_root)
+def _train_and_test(cfg, work, extra_test=()):
+    train_out = run_tool('tools/train.py', cfg, '--work-dir', work).ok()
     losses = [float(x) for x in re.findall(r'\bloss: ([\d.]+)', train_out)]
     assert len(losses) >= 4 and all(np.isfinite(losses))
     ckpt = osp.join(work, 'epoch_2.pth')
     assert osp.isfile(ckpt)
-    _, test_out = _run(['tools/test.py', cfg, ckpt, '--work-dir', work] +
-                       list(extra_test), env, repo_root)
+    test_out = run_tool(*['tools/test.py', cfg, ckpt, '--work-dir', work] +
+                        list(extra_test)).ok()
     return ckpt, test_out
 
 
@@ -61,8 +45,7 @@ def coco(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
-                                                subprocess_env):
+def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root):
     paths, names = coco
     root = paths['data_root']
     assert len(names) == 65
@@ -73,8 +56,7 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
                                 val_ann)
     work = str(tmp_path / 'work')
     fused_pkl = str(tmp_path / 'fused.pkl')
-    ckpt, out = _train_and_test(cfg, work, subprocess_env, repo_root,
-                                ['--out', fused_pkl])
+    ckpt, out = _train_and_test(cfg, work, ['--out', fused_pkl])
     print('\n'.join(re.findall(r'.*coco/novel_ap50.*', out)))
     # OVCocoMetric's novel / base AP50 (random weights: any value in
     # [0, 1], or -1 where a split has no ground truth).
@@ -86,10 +68,8 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
     # The same checkpoint without CLIP score fusion scores differently, so
     # the fused path really ran.
     plain_pkl = str(tmp_path / 'plain.pkl')
-    _run([
-        'tools/test.py', cfg, ckpt, '--work-dir', work, '--out', plain_pkl,
-        '--cfg-options', 'model.vlm_fusion=False'
-    ], subprocess_env, repo_root)
+    run_tool('tools/test.py', cfg, ckpt, '--work-dir', work, '--out',
+             plain_pkl, '--cfg-options', 'model.vlm_fusion=False').ok()
     with open(fused_pkl, 'rb') as f:
         fused = pickle.load(f)
     with open(plain_pkl, 'rb') as f:
@@ -108,24 +88,18 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
     bad = write_embeddings(tmp_path / 'swapped.npy', swapped)
     bad_cfg = write_tiny_ovd_config(tmp_path / 'bad_coco.py', base, root, bad,
                                     val_ann)
-    code, out = _run(['tools/test.py', bad_cfg, ckpt],
-                     subprocess_env,
-                     repo_root,
-                     expect_ok=False)
+    proc = run_tool('tools/test.py', bad_cfg, ckpt)
+    code, out = proc.returncode, proc.output
     assert code != 0
     assert 'text embeddings do not match the dataset classes' in out
     assert 'different order' in out
 
     # Base-only (48-class) training data without the label map is refused
     # before the first iteration, not read as 65-class labels.
-    code, out = _run([
-        'tools/train.py', cfg, '--work-dir',
-        str(tmp_path / 'nomap'), '--cfg-options',
-        'model.train_class_names=None'
-    ],
-                     subprocess_env,
-                     repo_root,
-                     expect_ok=False)
+    proc = run_tool('tools/train.py', cfg, '--work-dir',
+                    str(tmp_path / 'nomap'), '--cfg-options',
+                    'model.train_class_names=None')
+    code, out = proc.returncode, proc.output
     assert code != 0
     assert re.search(
         r'the training data \S*instances_train2017_seen_2\.json labels 48 '
@@ -149,20 +123,20 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root,
             str(tmp_path / 'infer')
         ])
     for tool, args in runs.items():
-        code, out = _run(args, subprocess_env, repo_root, expect_ok=False)
+        proc = run_tool(*args)
+        code, out = proc.returncode, proc.output
         assert code == 2, out[-3000:]
         assert (f"the class files are not the checkpoint's: {ckpt} records "
                 f'{role} {emb} (sha256 {trained_sha}) but the model '
                 f'reads {emb} (sha256 {file_sha256(emb)}): the same names in '
                 'the same order with other values') in out, out[-3000:]
-        _, out = _run(args + ['--allow-class-file-change'], subprocess_env,
-                      repo_root)
+        out = run_tool(*(args + ['--allow-class-file-change'])).ok()
         assert 'class files changed (--allow-class-file-change)' in out
         if tool == 'test':
             assert re.search(r'coco/novel_ap50: (-?[\d.]+)', out)
 
 
-def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
+def test_ov_lvis_train_test(tmp_path, repo_root):
     root = str(tmp_path / 'lvis')
     paths = generate('lvis', root, 4, 2, (64, 64), seed=0)
     with open(osp.join(root, paths['val_ann_file'])) as f:
@@ -186,8 +160,7 @@ def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
         f'num_classes={len(names)}, norm_cfg=dict(type="BN"))',
         train_meta=meta,
         val_meta=meta)
-    _, out = _train_and_test(cfg, str(tmp_path / 'work'), subprocess_env,
-                             repo_root)
+    _, out = _train_and_test(cfg, str(tmp_path / 'work'))
     print('\n'.join(re.findall(r'.*lvis/segm_APr.*', out)))
     for key in ('segm_APr', 'segm_APc', 'segm_APf', 'bbox_APr'):
         found = re.findall(rf'lvis/{key}: (-?[\d.]+)', out)
@@ -196,8 +169,7 @@ def test_ov_lvis_train_test(tmp_path, repo_root, subprocess_env):
 
 
 @pytest.mark.slow
-def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
-                                                subprocess_env):
+def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root):
     """A CLIPSelf F-ViT release (mmdet 2.x layout, random weights at the
     tiny size) through tools/model_converters/clipself_fvit2mmlocat.py and
     tools/test.py under the shipped EVA02-CLIP config, which loads it
@@ -237,31 +209,24 @@ def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root,
     src = str(tmp_path / 'fvit_eva_vitb16_ovcoco_clipself_patches.pth')
     torch.save(mmcv_checkpoint(randomise_(ref, 5), names), src)
     dst = str(tmp_path / 'fvit_eva_vitb16_ovcoco_mmlocat.pth')
-    _, out = _run([
-        'tools/model_converters/clipself_fvit2mmlocat.py', src, dst,
-        '--text-embeddings', emb
-    ], subprocess_env, repo_root)
+    out = run_tool('tools/model_converters/clipself_fvit2mmlocat.py', src, dst,
+                   '--text-embeddings', emb).ok()
     assert 'saved ' in out
-    _, out = _run(
-        ['tools/test.py', cfg, dst, '--work-dir',
-         str(tmp_path / 'work')], subprocess_env, repo_root)
+    out = run_tool('tools/test.py', cfg, dst, '--work-dir',
+                   str(tmp_path / 'work')).ok()
     found = re.findall(r'coco/novel_ap50: (-?[\d.]+)', out)
     assert found and -1 <= float(found[-1]) <= 1, out[-3000:]
     # the F-ViT file itself is not an mmlocat.FViT checkpoint
-    code, out = _run(['tools/test.py', cfg, src],
-                     subprocess_env,
-                     repo_root,
-                     expect_ok=False)
+    proc = run_tool('tools/test.py', cfg, src)
+    code, out = proc.returncode, proc.output
     assert code == 2 and 'refusing to run a partly random network' in out
     assert 'unexpected keys (170): [backbone.interpolate1.0.weight' in out
     # the converted checkpoint records the embedding file it was checked
     # against: the file regenerated with other values is refused
     trained_sha = file_sha256(emb)
     write_embeddings(tmp_path / 'coco_emb.npy', names, seed=9)
-    code, out = _run(['tools/test.py', cfg, dst],
-                     subprocess_env,
-                     repo_root,
-                     expect_ok=False)
+    proc = run_tool('tools/test.py', cfg, dst)
+    code, out = proc.returncode, proc.output
     assert code == 2, out[-3000:]
     assert (f'{dst} records roi_head.bbox_head.text_embeddings {emb} '
             f'(sha256 {trained_sha}) but the model reads {emb} (sha256 '

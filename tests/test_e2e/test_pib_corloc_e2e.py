@@ -2,18 +2,17 @@
 
 A tiny ImageNet folder with LOC XML boxes and a COCO-format box file are
 written to tmp_path; the shipped configs are derived with a 32-d, 1-layer,
-2-head LaSt-ViT and a randomly initialised checkpoint, and evaluated in a
-subprocess exactly as a user would.
+2-head LaSt-ViT and a randomly initialised checkpoint, and evaluated
+as a user runs them (in-process: helpers.harness.run_tool).
 """
 import json
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 import pytest
+from helpers.harness import run_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -126,18 +125,9 @@ def _random_checkpoint(config, path):
     save_checkpoint(model.state_dict(), str(path))
 
 
-def _test_tool(repo_root, config, ckpt, work_dir, env):
-    cmd = [
-        sys.executable,
-        osp.join(repo_root, 'tools', 'test.py'),
-        str(config),
-        str(ckpt), '--work-dir',
-        str(work_dir)
-    ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, timeout=300)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-4000:]
+def _tested_metrics(config, ckpt, work_dir):
+    log = run_tool('tools/test.py', config, ckpt, '--work-dir',
+                   work_dir).ok(4000)
     return {
         k: float(v)
         for k, v in re.findall(r'((?:pib|corloc)/\w+): ([0-9.]+)', log)
@@ -145,7 +135,7 @@ def _test_tool(repo_root, config, ckpt, work_dir, env):
 
 
 @pytest.mark.timeout(300)
-def test_pib_and_corloc_imagenet_loc(tmp_path, repo_root, subprocess_env):
+def test_pib_and_corloc_imagenet_loc(tmp_path, repo_root):
     data = tmp_path / 'imagenet'
     _write_imagenet(data)
     config = tmp_path / 'pib_tiny.py'
@@ -156,8 +146,7 @@ def test_pib_and_corloc_imagenet_loc(tmp_path, repo_root, subprocess_env):
             root=str(data)))
     ckpt = tmp_path / 'random.pth'
     _random_checkpoint(config, ckpt)
-    metrics = _test_tool(repo_root, config, ckpt, tmp_path / 'work',
-                         subprocess_env)
+    metrics = _tested_metrics(config, ckpt, tmp_path / 'work')
     # two batches: CorLoc also reports the evaluator's images/s
     assert set(metrics) == {
         'pib/PiB', 'pib/num_images', 'corloc/CorLoc', 'corloc/num_images',
@@ -172,7 +161,7 @@ def test_pib_and_corloc_imagenet_loc(tmp_path, repo_root, subprocess_env):
 
 
 @pytest.mark.timeout(300)
-def test_corloc_coco_boxes(tmp_path, repo_root, subprocess_env):
+def test_corloc_coco_boxes(tmp_path, repo_root):
     data = tmp_path / 'coco'
     _write_coco(data)
     config = tmp_path / 'corloc_tiny.py'
@@ -184,8 +173,7 @@ def test_corloc_coco_boxes(tmp_path, repo_root, subprocess_env):
             root=str(data)))
     ckpt = tmp_path / 'random.pth'
     _random_checkpoint(config, ckpt)
-    metrics = _test_tool(repo_root, config, ckpt, tmp_path / 'work',
-                         subprocess_env)
+    metrics = _tested_metrics(config, ckpt, tmp_path / 'work')
     assert set(metrics) == {
         'corloc/CorLoc', 'corloc/num_images', 'corloc/images_per_s',
         'corloc/num_without_gt', 'corloc/num_no_foreground'

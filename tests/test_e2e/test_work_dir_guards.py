@@ -17,9 +17,9 @@ import hashlib
 import os
 import os.path as osp
 import socket
-import subprocess
 
 import pytest
+from helpers.harness import run_tool, tool_env
 from tiny_cls import (paused_run, probe_env, resume, tiny_imagenet,
                       train_command, write_tiny_cls_config)
 
@@ -36,14 +36,7 @@ def config(tmp_path_factory, repo_root) -> str:
         str(tmp / 'tiny.py'), repo_root, root, iters=2, batch_size=4)
 
 
-def _train(config, work, env, cwd, *extra, timeout=300):
-    return subprocess.run(
-        train_command(config, work, *extra),
-        capture_output=True,
-        text=True,
-        env=probe_env(env),
-        cwd=cwd,
-        timeout=timeout)
+TRAIN = 'tools/train.py'
 
 
 def _last_line(text: str) -> str:
@@ -62,7 +55,15 @@ def test_second_run_into_a_live_run_is_refused(config, tmp_path, repo_root,
         assert osp.isfile(osp.join(work, LOCK_NAME))
         before = sorted(os.listdir(work))
         for extra in ((), ('--resume', )):
-            second = _train(config, work, subprocess_env, repo_root, *extra)
+            second = run_tool(
+                TRAIN,
+                config,
+                '--work-dir',
+                work,
+                *extra,
+                env=probe_env(tool_env()),
+                isolate='the work-dir lock of a live run in another '
+                'process, as a user starts a second run')
             assert second.returncode == 2, second.stderr[-3000:]
             line = _last_line(second.stderr)
             assert line.startswith(
@@ -78,19 +79,17 @@ def test_second_run_into_a_live_run_is_refused(config, tmp_path, repo_root,
 
 
 @pytest.mark.slow
-def test_resume_path_that_does_not_exist_fails_first(config, tmp_path,
-                                                     repo_root,
-                                                     subprocess_env):
+def test_resume_path_that_does_not_exist_fails_first(config, tmp_path):
     work = str(tmp_path / 'work')
     missing = str(tmp_path / 'nothing.pth')
-    proc = _train(config, work, subprocess_env, repo_root, '--resume', missing)
+    proc = run_tool(TRAIN, config, '--work-dir', work, '--resume', missing)
     assert proc.returncode == 2
     assert _last_line(proc.stderr) == (
         f'train.py: error: --resume: checkpoint not found: {missing}')
     assert not osp.exists(work)  # nothing started
 
-    proc = _train(config, work, subprocess_env, repo_root, '--resume',
-                  str(tmp_path))
+    proc = run_tool(TRAIN, config, '--work-dir', work, '--resume',
+                    str(tmp_path))
     assert proc.returncode == 2
     assert _last_line(proc.stderr) == (
         f'train.py: error: --resume: {tmp_path} is a directory, not a '
@@ -100,7 +99,7 @@ def test_resume_path_that_does_not_exist_fails_first(config, tmp_path,
     gone = osp.join(work, 'iter_4.pth')
     with open(osp.join(work, 'last_checkpoint'), 'w') as f:
         f.write(gone)
-    proc = _train(config, work, subprocess_env, repo_root, '--resume')
+    proc = run_tool(TRAIN, config, '--work-dir', work, '--resume')
     assert proc.returncode == 2
     assert _last_line(proc.stderr) == (
         f'train.py: error: --resume: {work}/last_checkpoint names {gone}, '
@@ -115,9 +114,9 @@ def _sha256(path: str) -> str:
 
 
 def test_resume_without_checkpoint_warns_and_overwrite_is_refused(
-        config, tmp_path, repo_root, subprocess_env):
+        config, tmp_path):
     work = str(tmp_path / 'work')
-    proc = _train(config, work, subprocess_env, repo_root, '--resume')
+    proc = run_tool(TRAIN, config, '--work-dir', work, '--resume')
     assert proc.returncode == 0, proc.stderr[-3000:]
     warning = (f'--resume: no checkpoint to resume from in {work} (no '
                'last_checkpoint file): training starts from the beginning')
@@ -140,7 +139,7 @@ def test_resume_without_checkpoint_warns_and_overwrite_is_refused(
         name: _sha256(osp.join(work, name))
         for name in os.listdir(work) if osp.isfile(osp.join(work, name))
     }
-    proc = _train(config, work, subprocess_env, repo_root)
+    proc = run_tool(TRAIN, config, '--work-dir', work)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert _last_line(proc.stderr) == (
         f'train.py: error: {work} holds the checkpoints of an earlier run '
@@ -153,7 +152,7 @@ def test_resume_without_checkpoint_warns_and_overwrite_is_refused(
     } == before
 
     # --overwrite: starts over, saying what it allows
-    proc = _train(config, work, subprocess_env, repo_root, '--overwrite')
+    proc = run_tool(TRAIN, config, '--work-dir', work, '--overwrite')
     assert proc.returncode == 0, proc.stderr[-3000:]
     ours = [line for line in proc.stderr.splitlines() if 'train.py' in line]
     assert ours == [
@@ -165,7 +164,7 @@ def test_resume_without_checkpoint_warns_and_overwrite_is_refused(
     assert _sha256(ckpt) != before['iter_2.pth']  # the new run's
 
     # --resume: continues that run (already at its last iteration)
-    proc = _train(config, work, subprocess_env, repo_root, '--resume')
+    proc = run_tool(TRAIN, config, '--work-dir', work, '--resume')
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f'Auto resumed from the latest checkpoint {ckpt}.' in proc.stdout
     assert 'resumed epoch: 0, iter: 2' in proc.stdout

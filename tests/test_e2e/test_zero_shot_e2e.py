@@ -8,16 +8,14 @@ the shipped configs are derived with a tiny CLIP tower and evaluated by
 ``tools/test.py`` (mmseg's ``IoUMetric`` prints mIoU). Embeddings of
 another class order stop the run before the first batch.
 """
-import importlib.util
 import json
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from helpers.harness import run_tool
 
 from mmlocat.testing import generate
 
@@ -65,18 +63,6 @@ def open_clip_files(tmp_path_factory):
     return str(cfg), str(weights)
 
 
-def _run(cmd, env, ok=True):
-    proc = subprocess.run(
-        [sys.executable] + cmd,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300)
-    log = proc.stdout + proc.stderr
-    assert (proc.returncode == 0) == ok, log[-4000:]
-    return log
-
-
 def _derive(tmp_path, repo_root, leaf, root, emb, prefix='', bases=()):
     """A tiny-tower config from a shipped leaf, or from ``bases`` (paths
     under configs/last/, e.g. a tower base and a dataset base) passing on
@@ -93,14 +79,6 @@ def _derive(tmp_path, repo_root, leaf, root, emb, prefix='', bases=()):
     return config
 
 
-def _dump_tool(repo_root):
-    path = osp.join(repo_root, 'tools/misc/dump_text_embeddings.py')
-    spec = importlib.util.spec_from_file_location('dump_text_emb_e2e', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _random_checkpoint(config, path):
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
@@ -114,33 +92,23 @@ def _random_checkpoint(config, path):
     save_checkpoint(model.state_dict(), str(path))
 
 
-def _evaluate(tmp_path, repo_root, env, config, clip, monkeypatch):
-    # The dump tool runs in-process (its own tests cover the command line).
+def _evaluate(tmp_path, config, clip):
     emb = str(tmp_path / 'emb.npy')
-    monkeypatch.setattr(sys, 'argv', [
-        'dump', '--seg-config',
-        str(config), '--model-config', clip[0], '--pretrained', clip[1],
-        '--templates', 'imagenet80', '--prompt-style', 'plain', emb
-    ])
-    _dump_tool(repo_root).main()
+    run_tool('tools/misc/dump_text_embeddings.py', '--seg-config', config,
+             '--model-config', clip[0], '--pretrained', clip[1], '--templates',
+             'imagenet80', '--prompt-style', 'plain', emb).ok()
     ckpt = tmp_path / 'random.pth'
     _random_checkpoint(config, ckpt)
-    return _run([
-        osp.join(repo_root, 'tools/test.py'),
-        str(config),
-        str(ckpt), '--work-dir',
-        str(tmp_path / 'work')
-    ], env)
+    return run_tool('tools/test.py', config, ckpt, '--work-dir',
+                    tmp_path / 'work').ok(4000)
 
 
 @pytest.mark.timeout(300)
-def test_voc20(tmp_path, repo_root, subprocess_env, open_clip_files,
-               monkeypatch):
+def test_voc20(tmp_path, repo_root, open_clip_files):
     paths = generate('pascal_voc', str(tmp_path / 'data'), 1, 3, (40, 56))
     config = _derive(tmp_path, repo_root, 'zeroshot_clip-b16_voc20.py',
                      paths['data_root'], str(tmp_path / 'emb.npy'))
-    log = _evaluate(tmp_path, repo_root, subprocess_env, config,
-                    open_clip_files, monkeypatch)
+    log = _evaluate(tmp_path, config, open_clip_files)
     miou = float(re.findall(r'mIoU: ([0-9.]+)', log)[-1])
     assert 0 <= miou <= 100
     # IoUMetric's table lists the 20 VOC20 classes, no background.
@@ -149,8 +117,7 @@ def test_voc20(tmp_path, repo_root, subprocess_env, open_clip_files,
 
 
 @pytest.mark.timeout(300)
-def test_coco_object_with_background(tmp_path, repo_root, subprocess_env,
-                                     open_clip_files, monkeypatch):
+def test_coco_object_with_background(tmp_path, repo_root, open_clip_files):
     """SCLIP's COCO-Object: maps from COCO-Stuff, a text background class
     of stuff words (line 1 of the class-name file) and prob_thd."""
     paths = generate('coco_object_stuff', str(tmp_path / 'data'), 1, 2,
@@ -160,8 +127,7 @@ def test_coco_object_with_background(tmp_path, repo_root, subprocess_env,
     config = _derive(tmp_path, repo_root,
                      'zeroshot_last-clip-b16_coco-object.py',
                      paths['data_root'], str(tmp_path / 'emb.npy'), prefix)
-    log = _evaluate(tmp_path, repo_root, subprocess_env, config,
-                    open_clip_files, monkeypatch)
+    log = _evaluate(tmp_path, config, open_clip_files)
     assert 0 <= float(re.findall(r'mIoU: ([0-9.]+)', log)[-1]) <= 100
     assert re.search(r'\|\s+background\s+\|', log)
     side = json.load(open(tmp_path / 'emb.json'))
@@ -171,8 +137,7 @@ def test_coco_object_with_background(tmp_path, repo_root, subprocess_env,
 
 
 @pytest.mark.timeout(300)
-def test_embeddings_of_other_classes_stop_the_run(tmp_path, repo_root,
-                                                  subprocess_env):
+def test_embeddings_of_other_classes_stop_the_run(tmp_path, repo_root):
     from mmlocat.testing.voc_cityscapes_writers import VOC_CLASSES
     from mmlocat.text import save_text_embeddings
     paths = generate('pascal_voc', str(tmp_path / 'data'), 1, 1, (32, 32))
@@ -194,13 +159,9 @@ def test_embeddings_of_other_classes_stop_the_run(tmp_path, repo_root,
         ])
     ckpt = tmp_path / 'random.pth'
     _random_checkpoint(config, ckpt)
-    log = _run([
-        osp.join(repo_root, 'tools/test.py'),
-        str(config),
-        str(ckpt), '--work-dir',
-        str(tmp_path / 'work')
-    ],
-               subprocess_env,
-               ok=False)
+    proc = run_tool('tools/test.py', config, ckpt, '--work-dir',
+                    tmp_path / 'work')
+    log = proc.output
+    assert proc.returncode != 0, log[-4000:]
     assert "different order (first difference at row 3: 'bottle'" in log
     assert 'mIoU:' not in log

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Iterator, Optional, Sequence
 
+from helpers.harness import run_tool, start_tool
 from helpers.shrink import write_derived
 
 from mmlocat.testing import generate
@@ -163,15 +164,15 @@ def run_train(config: str,
               procs: int = 1) -> str:
     """Run a training to the end; return its console output."""
     env = dict(env)
-    proc = subprocess.run(
-        train_command(config, work_dir, *extra, procs=procs, env=env),
-        capture_output=True,
-        text=True,
-        env=env,
+    cmd = train_command(config, work_dir, *extra, procs=procs, env=env)
+    return run_tool(
+        *cmd[1:],
         cwd=cwd,
-        timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc.stdout + proc.stderr
+        env=env,
+        timeout=timeout,
+        isolate='the probe hook is configured by PROBE_* variables and the '
+        'reference runs of resume / preemption / DDP tests are compared '
+        'with runs that must be processes (signals, gloo ranks)').ok(5000)
 
 
 def tiny_imagenet(root: str) -> str:
@@ -210,14 +211,13 @@ def paused_run(cmd: Sequence[str],
     session) and yield it once every rank has paused; the process group
     is killed on the way out if it still runs. :func:`resume` lets it go
     on."""
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
+    proc = start_tool(
+        *cmd[1:],
         cwd=cwd,
-        text=True,
-        start_new_session=True)
+        env=env,
+        start_new_session=True,
+        isolate='a paused run is signalled, killed or raced '
+        'by a second run: only a process can be')
     try:
         deadline = time.time() + timeout
         while not all(osp.exists(f'{losses}.pid.{r}') for r in range(ranks)):

@@ -8,52 +8,25 @@ tools/misc/check_dataset.py now stop before building anything, naming the
 key and the closest existing one (tools/infer.py: tests/test_tools/
 test_infer.py); ``--cfg-new-keys`` adds a key on purpose.
 """
-import importlib.util
 import os.path as osp
-import sys
 
-import pytest
-
-from mmlocat.utils.checkpoint_io import run_cli
+from helpers.harness import run_tool
 
 SEG = 'configs/locat/upernet_locat-b_ade20k.py'
 
 
-def _tool(repo_root, rel):
-    name = osp.splitext(osp.basename(rel))[0] + '_tool35'
-    spec = importlib.util.spec_from_file_location(name,
-                                                  osp.join(repo_root, rel))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _exit_line(tool, *args):
+    """Run ``tool``; it must exit 2 with one error line, returned."""
+    proc = run_tool(tool, *args)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    return proc.stderr.strip().splitlines()[-1]
 
 
-def _exit_line(call, capsys):
-    """Run ``call``; it must exit 2 with one error line, returned."""
-    with pytest.raises(SystemExit) as info:
-        call()
-    assert info.value.code == 2
-    return capsys.readouterr().err.strip().splitlines()[-1]
-
-
-@pytest.fixture
-def argv(monkeypatch):
-    monkeypatch.setenv('LOCAL_RANK', '0')  # the tools set it if unset
-
-    def set_argv(*args):
-        monkeypatch.setattr(sys, 'argv', [str(a) for a in args])
-
-    return set_argv
-
-
-def test_train_refuses_a_misspelt_top_level_key(repo_root, tmp_path, argv,
-                                                capsys):
-    tool = _tool(repo_root, 'tools/train.py')
+def test_train_refuses_a_misspelt_top_level_key(repo_root, tmp_path):
     config = osp.join(repo_root, SEG)
     work = tmp_path / 'work'
-    argv('train.py', config, '--work-dir', work, '--cfg-options',
-         'randomnes.seed=123')
-    line = _exit_line(tool.main, capsys)
+    line = _exit_line('tools/train.py', config, '--work-dir', work,
+                      '--cfg-options', 'randomnes.seed=123')
     assert line == (
         f"train.py: error: --cfg-options randomnes.seed: {config} has no "
         "top-level key 'randomnes' (the override would be ignored); did "
@@ -63,12 +36,11 @@ def test_train_refuses_a_misspelt_top_level_key(repo_root, tmp_path, argv,
 
 
 def test_train_refuses_a_misspelt_hook_keyword_before_training(
-        repo_root, tmp_path, argv, capsys):
-    tool = _tool(repo_root, 'tools/train.py')
+        repo_root, tmp_path):
     work = tmp_path / 'work'
-    argv('train.py', osp.join(repo_root, SEG), '--work-dir', work,
-         '--cfg-options', 'default_hooks.checkpoint.intervl=1')
-    line = _exit_line(tool.main, capsys)
+    line = _exit_line('tools/train.py', osp.join(repo_root,
+                                                 SEG), '--work-dir', work,
+                      '--cfg-options', 'default_hooks.checkpoint.intervl=1')
     assert line.startswith(
         'train.py: error: default_hooks.checkpoint.intervl: '
         "CheckpointHook takes no argument 'intervl'; did you mean "
@@ -76,41 +48,29 @@ def test_train_refuses_a_misspelt_hook_keyword_before_training(
     assert not work.exists()  # before the work dir lock, the Runner
 
 
-def test_test_refuses_a_misspelt_top_level_key(repo_root, tmp_path, argv,
-                                               capsys):
-    tool = _tool(repo_root, 'tools/test.py')
+def test_test_refuses_a_misspelt_top_level_key(repo_root, tmp_path):
     config = osp.join(repo_root, SEG)
     ckpt = tmp_path / 'model.pth'
     ckpt.write_bytes(b'not read: the options are checked first')
-    argv('test.py', config, ckpt, '--cfg-options',
-         'test_dataloder.dataset.data_root=/data/ade')
-    line = _exit_line(tool.main, capsys)
+    line = _exit_line('tools/test.py', config, ckpt, '--cfg-options',
+                      'test_dataloder.dataset.data_root=/data/ade')
     assert line.startswith(
         'test.py: error: --cfg-options test_dataloder.dataset.data_root: '
         f"{config} has no top-level key 'test_dataloder'"), line
     assert "did you mean 'test_dataloader'?" in line
 
 
-def test_check_dataset_refuses_a_misspelt_key_and_takes_new_keys(
-        repo_root, capsys):
-    tool = _tool(repo_root, 'tools/misc/check_dataset.py')
+def test_check_dataset_refuses_a_misspelt_key_and_takes_new_keys(repo_root):
+    tool = 'tools/misc/check_dataset.py'
     config = osp.join(repo_root, SEG)
-    line = _exit_line(
-        lambda: run_cli(
-            'check_dataset.py', lambda: tool.main([
-                config, '--cfg-options',
-                'train_dataloder.dataset.data_root=/no/such/root'
-            ])), capsys)
+    line = _exit_line(tool, config, '--cfg-options',
+                      'train_dataloder.dataset.data_root=/no/such/root')
     assert line.startswith('check_dataset.py: error: --cfg-options '
                            'train_dataloder.dataset.data_root'), line
     assert "did you mean 'train_dataloader'?" in line
     # the escape lets the new key through: the checker then reads the
     # config's own (missing) data and says so, not the option
-    line = _exit_line(
-        lambda: run_cli(
-            'check_dataset.py', lambda: tool.main([
-                config, '--cfg-options', 'my_note=1',
-                'train_dataloader.dataset.data_root=/no/such/root',
-                '--cfg-new-keys', 'my_note'
-            ])), capsys)
+    line = _exit_line(tool, config, '--cfg-options', 'my_note=1',
+                      'train_dataloader.dataset.data_root=/no/such/root',
+                      '--cfg-new-keys', 'my_note')
     assert '--cfg-options' not in line and '/no/such/root' in line, line

@@ -1,14 +1,10 @@
 """tools/misc/check_stack.py on the installed stack (real mmcv ops)."""
-import os.path as osp
-import subprocess
-import sys
-
 import pytest
+from helpers.harness import run_tool
 
 pytestmark = pytest.mark.e2e
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-SCRIPT = osp.join(REPO, 'tools', 'misc', 'check_stack.py')
+SCRIPT = 'tools/misc/check_stack.py'
 
 
 def _cuda_ops() -> bool:
@@ -16,23 +12,15 @@ def _cuda_ops() -> bool:
     return get_compiling_cuda_version() != 'not available'
 
 
-def _check_stack(flag: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, SCRIPT, flag],
-                          capture_output=True,
-                          text=True,
-                          env=env,
-                          timeout=300)
-
-
-def test_check_stack_runs_the_ops(subprocess_env):
-    proc = _check_stack('--no-cuda', subprocess_env)
+def test_check_stack_runs_the_ops():
+    proc = run_tool(SCRIPT, '--no-cuda')
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'stack OK: torch ' in proc.stdout
     assert 'mmcv.ops nms and RoIAlign ran on cpu' in proc.stdout
 
 
-def test_expect_cuda_names_missing_cuda_ops(subprocess_env):
-    proc = _check_stack('--expect-cuda', subprocess_env)
+def test_expect_cuda_names_missing_cuda_ops():
+    proc = run_tool(SCRIPT, '--expect-cuda')
     if _cuda_ops():  # a CUDA build of mmcv: the check passes
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert 'mmcv ops CUDA' in proc.stdout

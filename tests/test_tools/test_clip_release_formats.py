@@ -10,14 +10,12 @@ or the same weights run with the other activation, is refused.
 """
 import json
 import os.path as osp
-import runpy
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 from helpers import sources
+from helpers.harness import run_tool
 
 from mmlocat.text import load_text_embeddings, read_text_model
 from mmlocat.utils.records import (check_clip_pairing,
@@ -38,26 +36,6 @@ TOOLS = dict(
     eva='tools/model_converters/eva02_clip2mmlocat.py')
 
 
-@pytest.fixture
-def run(repo_root, monkeypatch, capsys):
-    """Run a tool in this process as its command line would; returns its
-    exit status and stderr."""
-
-    def call(tool, *args):
-        path = osp.join(repo_root, TOOLS[tool])
-        monkeypatch.setattr(sys, 'argv', [path, *map(str, args)])
-        code = 0
-        try:
-            runpy.run_path(path, run_name='__main__')
-        except SystemExit as err:
-            code = err.code if isinstance(err.code, int) else 2
-            if isinstance(err.code, str):
-                print(err.code, file=sys.stderr)
-        return code, capsys.readouterr().err
-
-    return call
-
-
 def _model_config(folder, name):
     """open_clip's config of ``name`` at the tiny width, as the JSON
     ``--model-config`` registers (the file stem is the model name)."""
@@ -66,13 +44,13 @@ def _model_config(folder, name):
     return path
 
 
-def _dump(run, tmp_path, model_config, weights, out):
+def _dump(tmp_path, model_config, weights, out):
     names = tmp_path / 'names.txt'
     names.write_text('cat\nremote control\n')
-    code, err = run('dump', '--names', names, '--model-config', model_config,
-                    '--pretrained', weights, '--templates', 'single',
-                    tmp_path / out)
-    assert code == 0, err
+    proc = run_tool(TOOLS['dump'], '--names', names, '--model-config',
+                    model_config, '--pretrained', weights, '--templates',
+                    'single', tmp_path / out)
+    assert proc.returncode == 0, proc.stderr
     return str(tmp_path / out)
 
 
@@ -85,7 +63,7 @@ def _perturbed(state_dict, path, key):
     return str(path)
 
 
-def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
+def test_openai_archive_and_its_open_clip_copy(tmp_path):
     model = sources.openai_clip_model('ViT-B-16-quickgelu', seed=0)
     archive = sources.save_openai_archive(model, str(tmp_path / 'ViT-B-16.pt'))
     copy = tmp_path / 'openai_copy'
@@ -99,8 +77,8 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
 
     # image tower from the archive, text from either file: one CLIP
     image = str(tmp_path / 'clip-vit-b16_mmlocat.pth')
-    code, err = run('clip', archive, image, '--model-config', quick)
-    assert code == 0, err
+    proc = run_tool(TOOLS['clip'], archive, image, '--model-config', quick)
+    assert proc.returncode == 0, proc.stderr
     record = read_checkpoint_meta(image)['clip']
     # the record is bound to the tower's own weights (issue 34)
     assert record.pop('image_sha256') == checkpoint_weights_sha256(image)
@@ -111,8 +89,8 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
         act='quick_gelu',
         text_sha256=fingerprint,
         text_act='quick_gelu')
-    from_bin = _dump(run, tmp_path, quick, bin_file, 'bin.npy')
-    from_archive = _dump(run, tmp_path, quick, archive, 'archive.npy')
+    from_bin = _dump(tmp_path, quick, bin_file, 'bin.npy')
+    from_archive = _dump(tmp_path, quick, archive, 'archive.npy')
     for emb in (from_bin, from_archive):
         assert read_text_model(emb)['text_sha256'] == fingerprint
         assert read_text_model(emb)['text_act'] == 'quick_gelu'
@@ -127,7 +105,7 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
     # one text value changed: another CLIP, refused naming both
     other = _perturbed(model.state_dict(), tmp_path / 'changed.bin',
                        'transformer.resblocks.0.attn.in_proj_weight')
-    emb = _dump(run, tmp_path, quick, other, 'changed.npy')
+    emb = _dump(tmp_path, quick, other, 'changed.npy')
     assert read_text_model(emb)['text_sha256'] == file_text_sha256(other)
     assert file_text_sha256(other) != fingerprint
     with pytest.raises(ValueError) as err:
@@ -145,16 +123,16 @@ def test_openai_archive_and_its_open_clip_copy(tmp_path, run):
                         (archive, tmp_path / 'gelu.pth', '--model-config',
                          gelu)), ('clip', (archive, tmp_path / 'gelu.pth',
                                            '--act', 'gelu'))):
-        code, err = run(tool, *args)
-        assert code == 2, err
+        proc = run_tool(TOOLS[tool], *args)
+        assert proc.returncode == 2, proc.stderr
         assert (f'{archive} is a TorchScript archive, i.e. an OpenAI CLIP '
-                'release, and OpenAI CLIP uses QuickGELU') in err
-        assert "uses 'gelu'" in err
+                'release, and OpenAI CLIP uses QuickGELU') in proc.stderr
+        assert "uses 'gelu'" in proc.stderr
         assert not osp.exists(tmp_path / 'gelu.npy')
         assert not osp.exists(tmp_path / 'gelu.pth')
 
 
-def test_eva_repo_file_and_open_clip_file_of_one_model(tmp_path, run):
+def test_eva_repo_file_and_open_clip_file_of_one_model(tmp_path):
     eva_file = str(tmp_path / 'EVA02_CLIP_B_psz16_s8B.pt')
     torch.save(sources.eva_clip_state_dict('EVA02-B-16', seed=1), eva_file)
     open_clip_state = sources.open_clip_state_dict('EVA02-B-16', seed=1)
@@ -165,8 +143,9 @@ def test_eva_repo_file_and_open_clip_file_of_one_model(tmp_path, run):
     towers = {}
     for src in (eva_file, bin_file):
         towers[src] = str(tmp_path / (osp.basename(src) + '.pth'))
-        code, err = run('eva', src, towers[src], '--model-config', config)
-        assert code == 0, err
+        proc = run_tool(TOOLS['eva'], src, towers[src], '--model-config',
+                        config)
+        assert proc.returncode == 0, proc.stderr
         record = read_checkpoint_meta(towers[src])['clip']
         assert record['text_sha256'] == fingerprint
         assert record['text_act'] == 'gelu'
@@ -177,8 +156,8 @@ def test_eva_repo_file_and_open_clip_file_of_one_model(tmp_path, run):
     assert all(torch.equal(a[k], b[k]) for k in a)
     # ... and the same text tower: open_clip's EVA02-B-16 reads the EVA
     # repo's text.* keys
-    emb_bin = _dump(run, tmp_path, config, bin_file, 'bin.npy')
-    emb_eva = _dump(run, tmp_path, config, eva_file, 'eva.npy')
+    emb_bin = _dump(tmp_path, config, bin_file, 'bin.npy')
+    emb_eva = _dump(tmp_path, config, eva_file, 'eva.npy')
     np.testing.assert_allclose(
         load_text_embeddings(emb_bin)[0],
         load_text_embeddings(emb_eva)[0],
@@ -190,12 +169,12 @@ def test_eva_repo_file_and_open_clip_file_of_one_model(tmp_path, run):
     _paired(read_text_model(emb_eva), emb_eva, towers[bin_file])
     other = _perturbed(open_clip_state, tmp_path / 'changed.bin',
                        'text.ln_final.weight')
-    emb = _dump(run, tmp_path, config, other, 'changed.npy')
+    emb = _dump(tmp_path, config, other, 'changed.npy')
     with pytest.raises(ValueError, match='the text towers differ'):
         _paired(read_text_model(emb), emb, towers[eva_file])
 
 
-def test_open_clip_files_need_their_activation_named(tmp_path, run):
+def test_open_clip_files_need_their_activation_named(tmp_path):
     """LAION's ViT-B-16 (exact GELU) and MetaCLIP's ViT-B-16-quickgelu are
     the same layout: nothing in the file tells them apart, so the model
     name says it; two records naming other activations for one text tower
@@ -204,12 +183,12 @@ def test_open_clip_files_need_their_activation_named(tmp_path, run):
     torch.save(sources.open_clip_state_dict('ViT-B-16', seed=2), laion)
     gelu = _model_config(tmp_path, 'ViT-B-16')
     quick = _model_config(tmp_path, 'ViT-B-16-quickgelu')
-    emb = _dump(run, tmp_path, gelu, laion, 'laion.npy')
+    emb = _dump(tmp_path, gelu, laion, 'laion.npy')
     assert read_text_model(emb)['text_act'] == 'gelu'
     right, wrong = (str(tmp_path / n) for n in ('right.pth', 'wrong.pth'))
     for dst, config in ((right, gelu), (wrong, quick)):
-        code, err = run('clip', laion, dst, '--model-config', config)
-        assert code == 0, err
+        proc = run_tool(TOOLS['clip'], laion, dst, '--model-config', config)
+        assert proc.returncode == 0, proc.stderr
     _paired(read_text_model(emb), emb, right)
     with pytest.raises(
             ValueError,
@@ -221,8 +200,7 @@ def test_open_clip_files_need_their_activation_named(tmp_path, run):
 
 
 @pytest.mark.e2e
-def test_dump_reads_an_openai_archive_in_a_fresh_process(
-        tmp_path, repo_root, subprocess_env):
+def test_dump_reads_an_openai_archive_in_a_fresh_process(tmp_path):
     """The command of configs/ovd/README.md "Text embeddings" on OpenAI's
     TorchScript release (a tiny one: --model-config names its config)
     stopped at torch.load's weights-only check."""
@@ -231,16 +209,18 @@ def test_dump_reads_an_openai_archive_in_a_fresh_process(
     names = tmp_path / 'names.txt'
     names.write_text('cat\n')
     out = str(tmp_path / 'ov-coco_clip-vit-b16.npy')
-    proc = subprocess.run([
-        sys.executable, TOOLS['dump'], '--background', '--names',
-        str(names), '--model-config',
-        str(_model_config(tmp_path, 'ViT-B-16-quickgelu')), '--pretrained',
-        archive, out
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True)
+    proc = run_tool(
+        TOOLS['dump'],
+        '--background',
+        '--names',
+        names,
+        '--model-config',
+        _model_config(tmp_path, 'ViT-B-16-quickgelu'),
+        '--pretrained',
+        archive,
+        out,
+        isolate='torch.load\'s weights-only allow-list is process state '
+        'that other tests extend: only a fresh process shows the default')
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'weights_only' not in proc.stderr
     assert read_text_model(out)['text_sha256'] == file_text_sha256(archive)

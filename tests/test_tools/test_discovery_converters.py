@@ -2,10 +2,9 @@
 import gzip
 import json
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
+from helpers.harness import run_tool
 
 from mmlocat.datasets.coco20k import make_coco20k
 
@@ -102,21 +101,12 @@ def test_lost_list_is_recognised():
 
 
 @pytest.mark.e2e
-def test_tool_reports_list_and_images_without_boxes(tmp_path, repo_root,
-                                                    subprocess_env):
+def test_tool_reports_list_and_images_without_boxes(tmp_path):
     ann = _coco(tmp_path / 'train.json', ['a.jpg', 'b.jpg', 'c.jpg'])
     listed = tmp_path / 'list.txt'
     listed.write_text('train2014/a.jpg\ntrain2014/b.jpg\n')
-    proc = subprocess.run([
-        sys.executable,
-        osp.join(repo_root, 'tools', 'dataset_converters', 'coco20k.py'), ann,
-        str(listed),
-        str(tmp_path / 'o.json')
-    ],
-                          capture_output=True,
-                          text=True,
-                          env=subprocess_env,
-                          timeout=120)
+    proc = run_tool('tools/dataset_converters/coco20k.py', ann, listed,
+                    tmp_path / 'o.json')
     assert proc.returncode == 0, proc.stderr
     assert '2 images, 2 annotations (1 crowd)' in proc.stdout
     assert "is not LOST's coco_20k_filenames.txt (19817 images" in proc.stdout
@@ -126,21 +116,12 @@ def test_tool_reports_list_and_images_without_boxes(tmp_path, repo_root,
 
 @pytest.mark.parametrize('tool', ['coco20k', 'coco_object'])
 @pytest.mark.e2e
-def test_tools_report_bad_input_in_one_line(tmp_path, repo_root,
-                                            subprocess_env, tool):
+def test_tools_report_bad_input_in_one_line(tmp_path, tool):
     missing = str(tmp_path / 'missing.json')
     args = [missing, str(tmp_path / 'x.txt'), str(tmp_path / 'o.json')]
     if tool == 'coco_object':
         args = [missing, str(tmp_path / 'out')]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            osp.join(repo_root, 'tools', 'dataset_converters', tool + '.py')
-        ] + args,
-        capture_output=True,
-        text=True,
-        env=subprocess_env,
-        timeout=120)
+    proc = run_tool(f'tools/dataset_converters/{tool}.py', *args)
     assert proc.returncode == 2
     assert f'{tool}: error:' in proc.stderr and 'missing.json' in proc.stderr
     assert 'Traceback' not in proc.stderr

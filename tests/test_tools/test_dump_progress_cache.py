@@ -4,13 +4,12 @@ a short output (no per-tensor init report), and a second identical dump
 cache without building the text tower."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import open_clip
 import pytest
 import torch
+from helpers.harness import run_tool
 from helpers.tiny_archs import tiny_open_clip_cfg
 
 from mmlocat.text import load_text_embeddings
@@ -19,23 +18,8 @@ TOOL = 'tools/misc/dump_text_embeddings.py'
 NAMES = ['cat', 'dog', 'traffic light', 'person']
 
 
-def _dump(repo_root, env, config, weights, out):
-    proc = subprocess.run([
-        sys.executable, TOOL, '--names', env['NAMES_FILE'], '--model-config',
-        config, '--pretrained', weights, out
-    ],
-                          cwd=repo_root,
-                          env=env,
-                          capture_output=True,
-                          text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout + proc.stderr
-
-
 @pytest.mark.e2e
-def test_dump_shows_progress_is_short_and_cached(tmp_path, repo_root,
-                                                 subprocess_env):
+def test_dump_shows_progress_is_short_and_cached(tmp_path):
     config = str(tmp_path / 'tiny-dump-clip.json')
     with open(config, 'w') as f:
         json.dump(tiny_open_clip_cfg(embed_dim=8, text_width=16), f)
@@ -46,12 +30,23 @@ def test_dump_shows_progress_is_short_and_cached(tmp_path, repo_root,
     torch.save(model.state_dict(), weights)
     names = tmp_path / 'names.txt'
     names.write_text('\n'.join(NAMES) + '\n')
-    env = dict(
-        subprocess_env,
-        MMLOCAT_CACHE=str(tmp_path / 'cache'),
-        NAMES_FILE=str(names))
+    env = dict(MMLOCAT_CACHE=str(tmp_path / 'cache'))
 
-    first = _dump(repo_root, env, config, weights, str(tmp_path / 'a.npy'))
+    def dump(weights, out):
+        proc = run_tool(
+            TOOL,
+            '--names',
+            names,
+            '--model-config',
+            config,
+            '--pretrained',
+            weights,
+            out,
+            env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.output
+
+    first = dump(weights, str(tmp_path / 'a.npy'))
     # a bar with a count and a rate/ETA, not hundreds of init lines
     assert 'text embeddings: 100%' in first, first
     assert f'{len(NAMES)}/{len(NAMES)}' in first and '<' in first, first
@@ -65,7 +60,7 @@ def test_dump_shows_progress_is_short_and_cached(tmp_path, repo_root,
     twin = str(tmp_path / 'twin.pt')
     with open(weights, 'rb') as src, open(twin, 'wb') as dst:
         dst.write(src.read())
-    second = _dump(repo_root, env, config, twin, str(tmp_path / 'b.npy'))
+    second = dump(twin, str(tmp_path / 'b.npy'))
     assert 'the text tower was not built' in second, second
     assert 'OpenCLIPTextTower.init_weights' not in second, second
     assert 'text embeddings: ' not in second.replace('text embeddings: reused',

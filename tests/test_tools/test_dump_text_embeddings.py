@@ -1,5 +1,4 @@
 """tools/misc/dump_text_embeddings.py with a stand-in text encoder."""
-import importlib.util
 import json
 import os.path as osp
 import sys
@@ -11,17 +10,11 @@ import torch
 from mmlocat.text import TEMPLATE_SETS, load_text_embeddings
 from mmlocat.utils.records import rows_sha256, templates_sha256
 
-
-def _tool(repo_root):
-    path = osp.join(repo_root, 'tools/misc/dump_text_embeddings.py')
-    spec = importlib.util.spec_from_file_location('dump_text_emb', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+TOOL = 'tools/misc/dump_text_embeddings.py'
 
 
-def test_writes_embeddings_names_and_base(tmp_path, repo_root, monkeypatch):
-    tool = _tool(repo_root)
+def test_writes_embeddings_names_and_base(tmp_path, load_tool, monkeypatch):
+    tool = load_tool(TOOL, 'dump_text_emb')
     ann = tmp_path / 'ann.json'
     ann.write_text(
         json.dumps(
@@ -52,8 +45,8 @@ def test_writes_embeddings_names_and_base(tmp_path, repo_root, monkeypatch):
     assert base == ['cat']
 
 
-def test_needs_open_clip(repo_root, monkeypatch):
-    tool = _tool(repo_root)
+def test_needs_open_clip(load_tool, monkeypatch):
+    tool = load_tool(TOOL, 'dump_text_emb')
     monkeypatch.setitem(sys.modules, 'open_clip', None)
     with pytest.raises(ImportError, match='open_clip'):
         tool.open_clip_encoder('ViT-B-16', 'w.pt', 'cpu')
@@ -70,7 +63,7 @@ def _fvit_prompts_by_hand(name):
             for p in prompts]
 
 
-def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
+def test_real_open_clip_text_tower(tmp_path, load_tool, monkeypatch):
     """A random-init open_clip ViT-B-16 saved as a user's file: the tool's
     embeddings are open_clip's own encode_text averaged over F-ViT's
     prompts."""
@@ -90,7 +83,7 @@ def test_real_open_clip_text_tower(tmp_path, repo_root, monkeypatch):
         'dump', '--names',
         str(names), '--model', 'ViT-B-16', '--pretrained', weights, out
     ])
-    _tool(repo_root).main()
+    load_tool(TOOL, 'dump_text_emb').main()
     emb, bg, rows = load_text_embeddings(out)
     assert rows == ['aerosol_can'] and bg is None
     tokenizer = open_clip.get_tokenizer('ViT-B-16')
@@ -125,13 +118,14 @@ def _stand_in_encoder(model, pretrained, device):
 
 
 def test_seg_config_writes_the_config_names_and_recipe(tmp_path, repo_root,
-                                                       monkeypatch, capsys):
+                                                       load_tool, monkeypatch,
+                                                       capsys):
     """--seg-config: the dataset's classes, one row per name of the config's
     class-name file (SCLIP's synonyms), the config's templates / prompt
     style; repeating them is fine, changing them is refused."""
     from mmlocat.text import (IMAGENET_TEMPLATES, build_query_embeddings,
                               load_query_embeddings, read_class_name_file)
-    tool = _tool(repo_root)
+    tool = load_tool(TOOL, 'dump_text_emb')
     monkeypatch.setattr(tool, 'open_clip_encoder', _stand_in_encoder)
     config = osp.join(repo_root, 'configs/last/zeroshot_clip-b16_voc20.py')
     out = str(tmp_path / 'voc20.npy')
@@ -187,8 +181,8 @@ def test_seg_config_writes_the_config_names_and_recipe(tmp_path, repo_root,
 
 
 def test_seg_config_with_a_misordered_class_name_file(tmp_path, repo_root,
-                                                      monkeypatch):
-    tool = _tool(repo_root)
+                                                      load_tool, monkeypatch):
+    tool = load_tool(TOOL, 'dump_text_emb')
     monkeypatch.setattr(tool, 'open_clip_encoder', _stand_in_encoder)
     names = tmp_path / 'names.txt'
     lines = open(osp.join(repo_root,
@@ -210,13 +204,13 @@ def test_seg_config_with_a_misordered_class_name_file(tmp_path, repo_root,
     assert not (tmp_path / 'o.npy').exists()
 
 
-def test_names_file_latin1_and_duplicates_are_named(tmp_path, repo_root,
+def test_names_file_latin1_and_duplicates_are_named(tmp_path, load_tool,
                                                     monkeypatch, capsys):
     """A Latin-1 --names file ended in a bare UnicodeDecodeError; a name
     listed twice was refused as 'class_names has duplicates' (which, and
     where?) after the CLIP model was loaded."""
     from mmlocat.utils.checkpoint_io import run_cli
-    tool = _tool(repo_root)
+    tool = load_tool(TOOL, 'dump_text_emb')
 
     def no_encoder(*args):
         raise AssertionError('the names are checked before the model')

@@ -2,10 +2,9 @@
 tiny shapes), in the GPU machine's conditions: no compiled mmcv ops, no
 mmseg / mmdet / open_clip."""
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
+from helpers.harness import run_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -19,17 +18,18 @@ runpy.run_path({script!r}, run_name='__main__')
 """
 
 
-def test_gpu_check_quick_on_cpu(repo_root, subprocess_env):
+def test_gpu_check_quick_on_cpu(repo_root, tmp_path):
     script = osp.join(repo_root, 'tools', 'analysis_tools', 'gpu_check.py')
-    proc = subprocess.run([
-        sys.executable, '-c',
-        RUN.format(script=script), '--device', 'cpu', '--quick'
-    ],
-                          capture_output=True,
-                          text=True,
-                          env=subprocess_env,
-                          cwd=repo_root,
-                          timeout=300)
+    runner = tmp_path / 'gpu_check_without_hosts.py'
+    runner.write_text(RUN.format(script=script))
+    proc = run_tool(
+        str(runner),
+        '--device',
+        'cpu',
+        '--quick',
+        isolate='hides mmcv ops and the hosts from the imports '
+        '(sys.modules), which only a fresh process can undo',
+        timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     header = next(i for i, line in enumerate(lines)

@@ -5,12 +5,10 @@ init; ``tools/test.py --out`` dumps its predictions on a generated dataset
 (batch size 1, as the inferencer runs) and ``tools/infer.py`` runs on the
 same image files; both must agree exactly.
 """
-import importlib.util
 import json
 import os
 import os.path as osp
 import pickle
-import subprocess
 import sys
 
 import cv2
@@ -18,10 +16,11 @@ import numpy as np
 import pytest
 import torch
 from helpers.fvit import write_embeddings
+from helpers.harness import run_tool
 from helpers.shrink import write_tiny_config, write_tiny_ovd_config
 
 from mmlocat.testing import generate
-from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
+from mmlocat.utils.checkpoint_io import save_checkpoint
 from mmlocat.visualization import class_palette
 from mmlocat.visualization.labels import region_label_boxes
 
@@ -45,13 +44,8 @@ test_dataloader = dict(
     dataset=dict(data_root={root!r}, pipeline=test_pipeline))
 """
 
-
-def _tool(repo_root, rel, name):
-    spec = importlib.util.spec_from_file_location(name,
-                                                  osp.join(repo_root, rel))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+INFER = 'tools/infer.py'
+DUMP = 'tools/misc/dump_text_embeddings.py'
 
 
 def _build_and_save(cfg_path, scope, ckpt, meta=None):
@@ -64,35 +58,12 @@ def _build_and_save(cfg_path, scope, ckpt, meta=None):
     save_checkpoint(model.state_dict(), ckpt, meta=meta)
 
 
-def _test_py(cfg, ckpt, out_pkl, work, env, repo_root, *options):
-    proc = subprocess.run(
-        [
-            sys.executable, 'tools/test.py', cfg, ckpt, '--out', out_pkl,
-            '--work-dir', work
-        ] + list(options),
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+def _test_py_predictions(cfg, ckpt, out_pkl, work, *options):
+    """tools/test.py's predictions, by image file name."""
+    run_tool('tools/test.py', cfg, ckpt, '--out', out_pkl, '--work-dir', work,
+             *options).ok()
     with open(out_pkl, 'rb') as f:
         return {osp.basename(p['img_path']): p for p in pickle.load(f)}
-
-
-def _infer(repo_root, monkeypatch, capsys, *argv, code=0):
-    """``infer.py ARGV`` in this process; its exit status must be ``code``
-    (1: some images skipped)."""
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
-    monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
-    try:
-        tool.main()
-        status = 0
-    except SystemExit as exc:
-        status = exc.code
-    printed = capsys.readouterr()
-    assert status == code, printed.err[-2000:]
-    return printed
 
 
 def _records(out_dir):
@@ -107,28 +78,24 @@ def _records(out_dir):
     return records
 
 
-def _assert_cli_error(tool, message, capsys):
-    """``infer.py`` (argv already set) exits 2 with a one-line error
-    naming ``message``."""
-    with pytest.raises(SystemExit) as exc:
-        run_cli('infer.py', tool.main)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
+def _assert_cli_error(argv, message):
+    """``infer.py ARGV`` (``argv[0]`` the program name) exits 2 with a
+    one-line error naming ``message``."""
+    proc = run_tool(INFER, *argv[1:]).exits(2)
+    err = proc.stderr.strip().splitlines()[-1]
     assert err.startswith('infer.py: error:') and message in err, err
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.e2e
-def test_classification_png_json_equal_test_py(cls_model, tmp_path, repo_root,
-                                               subprocess_env, monkeypatch,
-                                               capsys):
+def test_classification_png_json_equal_test_py(cls_model, tmp_path):
     cfg, ckpt = cls_model['cfg'], cls_model['ckpt']
-    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                   str(tmp_path / 'work'), subprocess_env, repo_root)
+    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                               str(tmp_path / 'work'))
     assert len(ref) == 6
     out = tmp_path / 'out'
-    printed = _infer(repo_root, monkeypatch, capsys, cls_model['val_dir'], cfg,
-                     ckpt, '--out', out).out
+    printed = run_tool(INFER, cls_model['val_dir'], cfg, ckpt, '--out',
+                       out).exits(0).stdout
     assert '6 image(s) written' in printed and '0 skipped' in printed
     records = _records(str(out))
     assert sorted(records) == sorted(ref)
@@ -150,21 +117,13 @@ def test_classification_png_json_equal_test_py(cls_model, tmp_path, repo_root,
         (mixed / name).write_bytes(open(records[name]['image'], 'rb').read())
     (mixed / 'broken.jpg').write_bytes(b'not an image at all')
     (mixed / 'empty.png').write_bytes(b'')
-    printed = _infer(
-        repo_root,
-        monkeypatch,
-        capsys,
-        mixed,
-        cfg,
-        ckpt,
-        '--out',
-        tmp_path / 'out2',
-        code=1)
-    assert '2 image(s) written' in printed.out
-    assert '2 skipped' in printed.out
+    printed = run_tool(INFER, mixed, cfg, ckpt, '--out',
+                       tmp_path / 'out2').exits(1)
+    assert '2 image(s) written' in printed.stdout
+    assert '2 skipped' in printed.stdout
     for bad, reason in (('broken.jpg', 'cannot be decoded as an image'),
                         ('empty.png', 'empty file (0 bytes)')):
-        assert f'skipped {mixed / bad}: {reason}' in printed.err
+        assert f'skipped {mixed / bad}: {reason}' in printed.stderr
     assert sorted(_records(str(tmp_path / 'out2'))) == sorted(good)
 
     # a checkpoint that leaves weights random is refused, as by test.py
@@ -172,14 +131,12 @@ def test_classification_png_json_equal_test_py(cls_model, tmp_path, repo_root,
     state['state_dict'].pop('head.layers.head.weight')
     partial = str(tmp_path / 'partial.pth')
     torch.save(state, partial)
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
     for argv, message in (
         ([mixed, cfg, partial], 'head.layers.head.weight'),
         ([mixed, cfg, tmp_path / 'missing.pth'], 'file not found'),
         ([mixed, cfg, ckpt, '--classes', 'cat'], 'open-vocabulary'),
     ):
-        monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
-        _assert_cli_error(tool, message, capsys)
+        _assert_cli_error(['infer.py'] + [str(a) for a in argv], message)
 
 
 @pytest.fixture(scope='module')
@@ -200,16 +157,13 @@ def seg_model(repo_root, tmp_path_factory):
 
 @pytest.mark.timeout(300)
 @pytest.mark.e2e
-def test_segmentation_png_json_equal_test_py(seg_model, tmp_path, repo_root,
-                                             subprocess_env, monkeypatch,
-                                             capsys):
+def test_segmentation_png_json_equal_test_py(seg_model, tmp_path):
     cfg, ckpt = seg_model['cfg'], seg_model['ckpt']
-    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                   str(tmp_path / 'work'), subprocess_env, repo_root)
+    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                               str(tmp_path / 'work'))
     assert len(ref) == 2
     out = tmp_path / 'out'
-    _infer(repo_root, monkeypatch, capsys, seg_model['val_dir'], cfg, ckpt,
-           '--out', out)
+    run_tool(INFER, seg_model['val_dir'], cfg, ckpt, '--out', out).exits(0)
     from mmseg.datasets import ADE20KDataset
     names = ADE20KDataset.METAINFO['classes']
     records = _records(str(out))
@@ -256,16 +210,15 @@ def coco_fvit(repo_root, tmp_path_factory):
 
 @pytest.mark.timeout(300)
 @pytest.mark.e2e
-def test_detection_png_json_equal_test_py(coco_fvit, tmp_path, repo_root,
-                                          subprocess_env, monkeypatch, capsys):
+def test_detection_png_json_equal_test_py(coco_fvit, tmp_path):
     cfg, ckpt = coco_fvit['cfg'], coco_fvit['ckpt']
-    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                   str(tmp_path / 'work'), subprocess_env, repo_root,
-                   '--cfg-options', 'test_dataloader.batch_size=1')
+    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                               str(tmp_path / 'work'), '--cfg-options',
+                               'test_dataloader.batch_size=1')
     assert len(ref) == 2
     out = tmp_path / 'out'
-    _infer(repo_root, monkeypatch, capsys, coco_fvit['val_dir'], cfg, ckpt,
-           '--out', out, '--score-thr', '0')
+    run_tool(INFER, coco_fvit['val_dir'], cfg, ckpt, '--out', out,
+             '--score-thr', '0').exits(0)
     records = _records(str(out))
     assert sorted(records) == sorted(ref)
     for name, record in records.items():
@@ -289,7 +242,7 @@ TINY_CLIP = dict(
 
 
 @pytest.fixture(scope='module')
-def tiny_clip(coco_fvit, repo_root):
+def tiny_clip(coco_fvit):
     """A random-init open_clip model (16-d joint space, F-ViT's width in
     the tiny config) saved as a user's weights file, and the F-ViT's COCO
     embeddings dumped with its text tower by the dump tool (so the sidecar
@@ -305,21 +258,12 @@ def tiny_clip(coco_fvit, repo_root):
     emb_dir.mkdir()
     weights = str(emb_dir / 'tiny-clip16.bin')
     torch.save(model.state_dict(), weights)
-    dump = _tool(repo_root, 'tools/misc/dump_text_embeddings.py', 'dump_te')
 
     def run_dump(names, out):
         names_file = tmp / (osp.basename(out) + '.txt')
         names_file.write_text('\n'.join(names) + '\n')
-        argv = [
-            'dump', '--names',
-            str(names_file), '--model-config',
-            str(model_cfg), '--pretrained', weights, '--background', out
-        ]
-        old, sys.argv = sys.argv, argv
-        try:
-            dump.main()
-        finally:
-            sys.argv = old
+        run_tool(DUMP, '--names', names_file, '--model-config', model_cfg,
+                 '--pretrained', weights, '--background', out).ok()
         return np.load(out)
 
     emb = str(emb_dir / 'coco_tiny-clip.npy')
@@ -341,17 +285,17 @@ VOCAB = ['person', 'cat', 'remote control']
 
 @pytest.mark.timeout(300)
 def test_classes_at_run_time_real_open_clip(coco_fvit, tiny_clip, tmp_path,
-                                            repo_root, monkeypatch, capsys):
+                                            monkeypatch):
     from mmlocat.apis import MMLocatInferencer
     from mmlocat.text import cache as text_cache
     cache = tmp_path / 'cache'
     out = tmp_path / 'out'
-    printed = _infer(repo_root, monkeypatch, capsys, coco_fvit['val_dir'],
-                     tiny_clip['cfg'], coco_fvit['ckpt'], '--out', out,
-                     '--classes', ', '.join(VOCAB) + ',', '--score-thr', '0',
-                     '--text-model-config', tiny_clip['model_cfg'],
-                     '--vocab-cache', cache)
-    assert '2 image(s) written' in printed.out
+    printed = run_tool(INFER, coco_fvit['val_dir'], tiny_clip['cfg'],
+                       coco_fvit['ckpt'], '--out', out, '--classes',
+                       ', '.join(VOCAB) + ',', '--score-thr', '0',
+                       '--text-model-config', tiny_clip['model_cfg'],
+                       '--vocab-cache', cache).exits(0)
+    assert '2 image(s) written' in printed.stdout
     records = _records(str(out))
     assert len(records) == 2
     labelled = [i['cls'] for r in records.values() for i in r['instances']]
@@ -386,9 +330,7 @@ def test_classes_at_run_time_real_open_clip(coco_fvit, tiny_clip, tmp_path,
 
 
 @pytest.mark.timeout(300)
-def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
-                           monkeypatch, capsys):
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path):
     img = coco_fvit['val_dir']
     cases = (
         ([img, tiny_clip['cfg'], coco_fvit['ckpt'], '--classes',
@@ -413,10 +355,8 @@ def test_classes_bad_input(coco_fvit, tiny_clip, tmp_path, repo_root,
         ], f"{coco_fvit['ckpt']} holds no CLIP text tower but "),
     )
     for argv, message in cases:
-        monkeypatch.setattr(sys, 'argv',
-                            ['infer.py'] + [str(a) for a in argv] +
-                            ['--vocab-cache', str(tmp_path)])
-        _assert_cli_error(tool, message, capsys)
+        _assert_cli_error(['infer.py'] + [str(a) for a in argv] +
+                          ['--vocab-cache', str(tmp_path)], message)
 
 
 def test_class_names_of_another_label_space_are_not_used():
@@ -437,14 +377,14 @@ def test_class_names_of_another_label_space_are_not_used():
 
 
 @pytest.fixture(scope='module')
-def zero_shot(repo_root, tmp_path_factory):
+def zero_shot(repo_root, tmp_path_factory, load_tool):
     """A tiny random-init COCO-Object zero-shot config in mmlocat's earlier
     protocol (background by the constant ``bg_thresh`` channel, one name
     per class, instance-based maps), its embeddings written by the dump
     tool with a random-init open_clip model (so the sidecar records the
     text model) and a tower checkpoint."""
     import open_clip
-    zs = _tool(repo_root, 'tests/test_e2e/test_zero_shot_e2e.py', 'zs_e2e')
+    zs = load_tool('tests/test_e2e/test_zero_shot_e2e.py', 'zs_e2e')
     tmp = tmp_path_factory.mktemp('zs')
     model_cfg = tmp / 'tiny-zs-infer.json'
     model_cfg.write_text(json.dumps(zs.TINY_CLIP))
@@ -467,19 +407,11 @@ def zero_shot(repo_root, tmp_path_factory):
             '_base_/zeroshot_clip-b16.py',
             '_base_/zeroshot_coco-object_mmlocat.py'
         ])
-    dump = zs._dump_tool(repo_root)
 
     def run_dump(out, *source):
-        argv = [
-            'dump', *source, '--model-config',
-            str(model_cfg), '--pretrained', weights, '--templates',
-            'imagenet80', '--prompt-style', 'plain', out
-        ]
-        old, sys.argv = sys.argv, argv
-        try:
-            dump.main()
-        finally:
-            sys.argv = old
+        run_tool(DUMP, *source, '--model-config', model_cfg, '--pretrained',
+                 weights, '--templates', 'imagenet80', '--prompt-style',
+                 'plain', out).ok()
         return np.load(out)
 
     run_dump(emb, '--seg-config', str(cfg))
@@ -496,16 +428,15 @@ def zero_shot(repo_root, tmp_path_factory):
 
 @pytest.mark.timeout(300)
 @pytest.mark.e2e
-def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path, repo_root,
-                                          subprocess_env, monkeypatch, capsys):
+def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path):
     from mmlocat.datasets import COCOObjectDataset
     cfg, ckpt = zero_shot['cfg'], zero_shot['ckpt']
-    ref = _test_py(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                   str(tmp_path / 'work'), subprocess_env, repo_root)
+    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                               str(tmp_path / 'work'))
     assert len(ref) == 2
     out = tmp_path / 'out'
-    printed = _infer(repo_root, monkeypatch, capsys, zero_shot['val_dir'], cfg,
-                     ckpt, '--out', out).out
+    printed = run_tool(INFER, zero_shot['val_dir'], cfg, ckpt, '--out',
+                       out).exits(0).stdout
     assert '2 image(s) written' in printed
     names = COCOObjectDataset.METAINFO['classes']
     assert names[0] == 'background' and len(names) == 81
@@ -530,31 +461,27 @@ def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path, repo_root,
     other = str(tmp_path / 'other.npy')
     (tmp_path / 'names.txt').write_text('cat\ndog\n')
     zero_shot['run_dump'](other, '--names', str(tmp_path / 'names.txt'))
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
     for argv, message in (
         (['--cfg-options', f'model.text_embeddings={other}'],
          'do not match the dataset classes'),
         (['--classes', 'cat, background'], 'reserved'),
     ):
-        monkeypatch.setattr(sys, 'argv', [
+        _assert_cli_error([
             'infer.py', zero_shot['val_dir'], cfg, ckpt, '--out',
             str(tmp_path / 'bad')
-        ] + argv)
-        _assert_cli_error(tool, message, capsys)
+        ] + argv, message)
 
 
 @pytest.mark.timeout(300)
-def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path,
-                                                      repo_root, monkeypatch,
-                                                      capsys):
+def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path):
     from mmlocat.apis import MMLocatInferencer
     cfg, ckpt = zero_shot['cfg'], zero_shot['ckpt']
     cache = tmp_path / 'cache'
     out = tmp_path / 'out'
     # the sidecar records the text model; its weights lie next to it
-    _infer(repo_root, monkeypatch, capsys, zero_shot['val_dir'], cfg, ckpt,
-           '--out', out, '--classes', ', '.join(VOCAB), '--text-model-config',
-           zero_shot['model_cfg'], '--vocab-cache', cache)
+    run_tool(INFER, zero_shot['val_dir'], cfg, ckpt, '--out', out, '--classes',
+             ', '.join(VOCAB), '--text-model-config', zero_shot['model_cfg'],
+             '--vocab-cache', cache).exits(0)
     records = _records(str(out))
     assert len(records) == 2
     # bg_thresh kept: label 0 is background, the typed names follow
@@ -659,8 +586,7 @@ def _labels_alone(inferencer, path):
 
 
 @pytest.mark.timeout(300)
-def test_output_names_cannot_collide(seg_model, tmp_path, repo_root,
-                                     monkeypatch, capsys):
+def test_output_names_cannot_collide(seg_model, tmp_path):
     """``x.jpg`` and ``x_labels.jpg`` overwrote each other's outputs (the
     label map of one, the picture of the other); names below the input
     folder are kept, and what would still collide is refused first."""
@@ -681,9 +607,8 @@ def test_output_names_cannot_collide(seg_model, tmp_path, repo_root,
             img = img[:, ::-1]  # another picture
         cv2.imwrite(str(folder / name), img)
     out = tmp_path / 'out'
-    printed = _infer(repo_root, monkeypatch, capsys, folder, cfg, ckpt,
-                     '--out', out)
-    assert '4 image(s) written' in printed.out
+    printed = run_tool(INFER, folder, cfg, ckpt, '--out', out).exits(0)
+    assert '4 image(s) written' in printed.stdout
     written = sorted(
         osp.relpath(osp.join(root, f), out) for root, _, files in os.walk(out)
         for f in files)
@@ -705,7 +630,6 @@ def test_output_names_cannot_collide(seg_model, tmp_path, repo_root,
     other.mkdir()
     cv2.imwrite(str(other / 'x.jpg'), cv2.imread(str(folder / 'x.jpg')))
     cv2.imwrite(str(other / 'x.jpg.png'), cv2.imread(str(folder / 'x.jpg')))
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
     for argv, message in (
         ([folder, other, cfg, ckpt, '--out', tmp_path / 'out2'],
          f'{folder / "x.jpg"} and {other / "x.jpg"} would both write '
@@ -715,17 +639,16 @@ def test_output_names_cannot_collide(seg_model, tmp_path, repo_root,
          f'overwrite the input image {other / "x.jpg.png"}'),
     ):
         before = sorted(os.listdir(other))
-        monkeypatch.setattr(sys, 'argv', ['infer.py'] + [str(a) for a in argv])
-        _assert_cli_error(tool, message, capsys)
+        _assert_cli_error(['infer.py'] + [str(a) for a in argv], message)
         assert not (tmp_path / 'out2').exists()
         assert sorted(os.listdir(other)) == before
 
     # an output folder inside the input folder is not searched: a second
     # run there predicts the same 4 images again
     for _ in range(2):
-        printed = _infer(repo_root, monkeypatch, capsys, folder, cfg, ckpt,
-                         '--out', folder / 'results')
-        assert '4 image(s) written' in printed.out
+        printed = run_tool(INFER, folder, cfg, ckpt, '--out',
+                           folder / 'results').exits(0)
+        assert '4 image(s) written' in printed.stdout
     assert len(os.listdir(folder / 'results')) == 3 * 3 + 1  # + sub/
 
 
@@ -765,8 +688,7 @@ def cls_model(repo_root, tmp_path_factory):
         classes=paths['classes'])
 
 
-def test_checkpoint_errors_as_test_py(cls_model, tmp_path, repo_root,
-                                      monkeypatch, capsys):
+def test_checkpoint_errors_as_test_py(cls_model, tmp_path):
     """A 0-byte checkpoint ended infer.py in a raw EOFError; every bad file
     now gets the sentence tools/test.py prints (the same reader), before
     anything is built."""
@@ -783,15 +705,13 @@ def test_checkpoint_errors_as_test_py(cls_model, tmp_path, repo_root,
     for name, content in bad.items():
         (tmp_path / name).write_bytes(content)
     torch.save(state, str(tmp_path / 'nan.pth'))
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
     for name in list(bad) + ['nan.pth']:
         path = str(tmp_path / name)
         with pytest.raises(ValueError) as want:
             read_state_dict(path)
-        monkeypatch.setattr(
-            sys, 'argv',
-            ['infer.py', cls_model['val_dir'], cls_model['cfg'], path])
-        _assert_cli_error(tool, str(want.value), capsys)
+        _assert_cli_error(
+            ['infer.py', cls_model['val_dir'], cls_model['cfg'], path],
+            str(want.value))
 
 
 def _repeat(img, k):
@@ -799,8 +719,7 @@ def _repeat(img, k):
 
 
 @pytest.mark.timeout(300)
-def test_large_image_bounded_by_max_side(seg_model, tmp_path, repo_root,
-                                         monkeypatch, capsys):
+def test_large_image_bounded_by_max_side(seg_model, tmp_path):
     """A 6000x4000 image through a 150-class segmentor: predicted at
     ``--max-side`` and its label map mapped back (nearest) to 6000x4000.
     The image is a 600x400 one with every pixel repeated 10x10, so the
@@ -817,8 +736,7 @@ def test_large_image_bounded_by_max_side(seg_model, tmp_path, repo_root,
     big = str(tmp_path / 'big' / 'big.png')
     cv2.imwrite(big, _repeat(small, 10))
     out = tmp_path / 'out'
-    _infer(repo_root, monkeypatch, capsys, big, cfg, ckpt, '--out', out,
-           '--max-side', 600)
+    run_tool(INFER, big, cfg, ckpt, '--out', out, '--max-side', 600).exits(0)
     with open(out / 'big.png.json') as f:
         record = json.load(f)
     assert record['shape'] == [4000, 6000]
@@ -904,8 +822,7 @@ def test_is_out_of_memory_on_real_allocation_failures():
 @pytest.mark.skipif(
     not sys.platform.startswith('linux'), reason='RLIMIT_AS, /proc')
 @pytest.mark.e2e
-def test_out_of_memory_is_named_counted_and_skipped(seg_model, tmp_path,
-                                                    repo_root, subprocess_env):
+def test_out_of_memory_is_named_counted_and_skipped(seg_model, tmp_path):
     """A real allocation failure: the tool runs with 1 GiB of address space
     to spare; 150 x 1600 x 2400 float logits (2.3 GB) cannot be allocated.
     Without a limit that image is named, counted and skipped and the next
@@ -921,20 +838,18 @@ def test_out_of_memory_is_named_counted_and_skipped(seg_model, tmp_path,
     cv2.imwrite(str(folder / 'b.jpg'), img)
     script = tmp_path / 'limited.py'
     script.write_text(LIMITED)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            str(folder), cfg, ckpt, '--out',
-            str(tmp_path / 'out')
-        ],
-        cwd=repo_root,
-        env=dict(subprocess_env, PYTHONUNBUFFERED='1'),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,  # in order
-        text=True,
-        timeout=600)
-    text = proc.stdout
+    proc = run_tool(
+        str(script),
+        folder,
+        cfg,
+        ckpt,
+        '--out',
+        tmp_path / 'out',
+        isolate='RLIMIT_AS caps the whole process: the test '
+        'process must keep its address space',
+        env=dict(PYTHONUNBUFFERED='1'),
+        merge_stderr=True)  # in order
+    text = proc.output
     assert proc.returncode == 0, text[-3000:]
     first, second = text.split('EXIT 0 ')
     assert second.startswith('1') and 'EXIT 512 0' in second, text[-3000:]
@@ -991,8 +906,7 @@ DRILL_SKIPPED = {
 
 @pytest.mark.timeout(600)
 def test_image_kinds_through_every_task(seg_model, cls_model, coco_fvit,
-                                        zero_shot, tmp_path, repo_root,
-                                        monkeypatch, capsys):
+                                        zero_shot, tmp_path):
     """Grayscale, CMYK, 16-bit, RGBA and EXIF-rotated images are predicted
     as the hosts decode them (the JSON says what decoding changed);
     truncated, empty and non-image files are named, skipped and counted,
@@ -1019,20 +933,12 @@ def test_image_kinds_through_every_task(seg_model, cls_model, coco_fvit,
     }
     for task, model in models.items():
         out = tmp_path / task.replace(' ', '_')
-        printed = _infer(
-            repo_root,
-            monkeypatch,
-            capsys,
-            folder,
-            model['cfg'],
-            model['ckpt'],
-            '--out',
-            out,
-            code=1)
-        assert '5 image(s) written' in printed.out, task
-        assert '3 skipped' in printed.out, task
+        printed = run_tool(INFER, folder, model['cfg'], model['ckpt'], '--out',
+                           out).exits(1)
+        assert '5 image(s) written' in printed.stdout, task
+        assert '3 skipped' in printed.stdout, task
         for name, reason in DRILL_SKIPPED.items():
-            assert f'skipped {folder / name}: {reason}' in printed.err
+            assert f'skipped {folder / name}: {reason}' in printed.stderr
         for name, note in DRILL_NOTES.items():
             with open(out / (name + '.json')) as f:
                 record = json.load(f)
@@ -1168,8 +1074,7 @@ def test_picture_without_class_names_labels_by_number(seg_model, tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_per_image_faults_are_skipped_counted_and_named(
-        seg_model, tmp_path, repo_root, monkeypatch, capsys):
+def test_per_image_faults_are_skipped_counted_and_named(seg_model, tmp_path):
     """A 1x1 image crashed the whole run inside mmseg's visualizer, a 1x64
     image and a dangling symbolic link ended it: each is now skipped with
     its reason, the other images are predicted, the exit status is 1."""
@@ -1183,20 +1088,11 @@ def test_per_image_faults_are_skipped_counted_and_named(
     cv2.imwrite(str(folder / 'c_good.jpg'), img)
     os.symlink(tmp_path / 'moved_away.jpg', folder / 'd_link.jpg')
     out = tmp_path / 'out'
-    printed = _infer(
-        repo_root,
-        monkeypatch,
-        capsys,
-        folder,
-        cfg,
-        ckpt,
-        '--out',
-        out,
-        code=1)
+    printed = run_tool(INFER, folder, cfg, ckpt, '--out', out).exits(1)
     assert sorted(_records(str(out))) == ['c_good.jpg']
     assert ('infer.py: 1 image(s) written to '
-            f'{out}, 3 skipped') in printed.out, printed.out
-    err = printed.err
+            f'{out}, 3 skipped') in printed.stdout, printed.stdout
+    err = printed.stderr
     assert f'infer.py: skipped {folder / "a_tiny.png"}: failed at 1x1: ' \
         in err, err[-3000:]
     assert f'infer.py: skipped {folder / "b_strip.png"}: failed at 64x1: ' \
@@ -1206,12 +1102,11 @@ def test_per_image_faults_are_skipped_counted_and_named(
 
 
 def test_out_naming_an_existing_file_is_refused_before_the_model(
-        cls_model, tmp_path, repo_root, monkeypatch, capsys):
+        cls_model, tmp_path):
     """--out naming a file failed only when the first picture was written
     (after the model was built); an input image, the checkpoint or the
     config given as --out by mistake is named. The checkpoint here is not
     even a checkpoint: nothing is read before --out is checked."""
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
     cfg = cls_model['cfg']
     image = sorted(
         osp.join(root, f) for root, _, files in os.walk(cls_model['val_dir'])
@@ -1223,45 +1118,37 @@ def test_out_naming_an_existing_file_is_refused_before_the_model(
     for out, what in ((notes, 'an existing file'), (cfg, f'the config {cfg}'),
                       (ckpt, f'the checkpoint {ckpt}'),
                       (image, f'the input image {image}')):
-        monkeypatch.setattr(
-            sys, 'argv',
+        _assert_cli_error(
             ['infer.py', image, cfg,
              str(ckpt), '--out',
-             str(out)])
-        _assert_cli_error(
-            tool, f'--out {out} is {what}, not a folder: --out names the '
+             str(out)],
+            f'--out {out} is {what}, not a folder: --out names the '
             'folder the pictures and JSON go to; choose another (nothing '
-            'was written)', capsys)
+            'was written)')
     assert notes.read_text() == 'mine\n' and ckpt.read_bytes() == b'junk'
 
 
-def test_cfg_options_typo_is_refused(cls_model, tmp_path, repo_root,
-                                     monkeypatch, capsys):
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
+def test_cfg_options_typo_is_refused(cls_model, tmp_path):
     cfg, ckpt = cls_model['cfg'], cls_model['ckpt']
     out = tmp_path / 'out'
-    monkeypatch.setattr(sys, 'argv', [
-        'infer.py', cls_model['val_dir'], cfg, ckpt, '--out',
-        str(out), '--cfg-options', 'test_dataloder.batch_size=1'
-    ])
     _assert_cli_error(
-        tool, f"--cfg-options test_dataloder.batch_size: {cfg} has no "
+        [
+            'infer.py', cls_model['val_dir'], cfg, ckpt, '--out',
+            str(out), '--cfg-options', 'test_dataloder.batch_size=1'
+        ], f"--cfg-options test_dataloder.batch_size: {cfg} has no "
         "top-level key 'test_dataloder' (the override would be ignored); "
         "did you mean 'test_dataloader'? to add the key on purpose, pass "
-        '--cfg-new-keys test_dataloder', capsys)
+        '--cfg-new-keys test_dataloder')
     assert not out.exists()
     # the escape: a new key on purpose runs
-    _infer(repo_root, monkeypatch, capsys, cls_model['val_dir'], cfg, ckpt,
-           '--out', out, '--cfg-options', 'my_note=1', '--cfg-new-keys',
-           'my_note')
+    run_tool(INFER, cls_model['val_dir'], cfg, ckpt, '--out', out,
+             '--cfg-options', 'my_note=1', '--cfg-new-keys',
+             'my_note').exits(0)
 
 
-def test_classes_file_latin1_and_duplicates_are_named(coco_fvit, tmp_path,
-                                                      repo_root, monkeypatch,
-                                                      capsys):
+def test_classes_file_latin1_and_duplicates_are_named(coco_fvit, tmp_path):
     """A Latin-1 --classes file ended in a bare UnicodeDecodeError; a name
     listed twice was reported without its lines."""
-    tool = _tool(repo_root, 'tools/infer.py', 'infer_tool')
     latin = tmp_path / 'latin.txt'
     latin.write_bytes('cat\ncaf\u00e9 table\n'.encode('latin-1'))
     twice = tmp_path / 'twice.txt'
@@ -1271,13 +1158,12 @@ def test_classes_file_latin1_and_duplicates_are_named(coco_fvit, tmp_path,
         (twice, f"{twice}:3: class name 'cat' is listed twice (lines 1 and "
          '3); a class is one line: remove one of them'),
     ):
-        monkeypatch.setattr(sys, 'argv', [
+        _assert_cli_error([
             'infer.py', coco_fvit['val_dir'], coco_fvit['cfg'],
             coco_fvit['ckpt'], '--classes',
             str(path), '--vocab-cache',
             str(tmp_path)
-        ])
-        _assert_cli_error(tool, message, capsys)
+        ], message)
 
 
 # -- issue 36: no misleading log lines ------------------------------------

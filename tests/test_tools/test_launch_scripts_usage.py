@@ -1,10 +1,10 @@
 """dist_*.sh / slurm_*.sh print their usage and exit 2 on missing args."""
-import os.path as osp
-import subprocess
-
 import pytest
+from helpers.harness import run_tool
 
 pytestmark = pytest.mark.e2e
+
+SHELL = 'a launch script is a bash program'
 
 CASES = {
     'dist_train.sh': (['cfg.py'], 'CONFIG GPUS'),
@@ -17,14 +17,10 @@ CASES = {
 
 
 @pytest.mark.parametrize('script', sorted(CASES))
-def test_missing_arguments_print_usage(script, repo_root, subprocess_env):
+def test_missing_arguments_print_usage(script):
     args, usage = CASES[script]
-    path = osp.join(repo_root, 'tools', script)
     for given in (args, []):
-        proc = subprocess.run(['bash', path, *given],
-                              capture_output=True,
-                              text=True,
-                              env=subprocess_env)
+        proc = run_tool(f'tools/{script}', *given, isolate=SHELL)
         assert proc.returncode == 2, proc.stderr
         assert f'usage: {script} {usage}' in proc.stderr
         assert f'expected at least {len(args) + 1} arguments, got ' \
@@ -37,12 +33,7 @@ def test_missing_arguments_print_usage(script, repo_root, subprocess_env):
     ('dist_train.sh', ['cfg.py', '0']),
     ('dist_test.sh', ['cfg.py', 'ckpt.pth', '']),
 ])
-def test_gpus_must_be_a_positive_number(script, args, repo_root,
-                                        subprocess_env):
-    proc = subprocess.run(
-        ['bash', osp.join(repo_root, 'tools', script), *args],
-        capture_output=True,
-        text=True,
-        env=subprocess_env)
+def test_gpus_must_be_a_positive_number(script, args):
+    proc = run_tool(f'tools/{script}', *args, isolate=SHELL)
     assert proc.returncode == 2
     assert 'GPUS must be a positive number of processes' in proc.stderr

@@ -12,11 +12,10 @@ import hashlib
 import json
 import os
 import os.path as osp
-import runpy
-import sys
 
 import pytest
 import torch
+from helpers.harness import run_tool
 from helpers.sources import (dino_training_checkpoint, eva_clip_state_dict,
                              open_clip_state_dict, timm_vit_state_dict,
                              torchvision_vit_state_dict)
@@ -50,15 +49,6 @@ def sources(tmp_path_factory) -> dict:
     return files
 
 
-def _run(repo_root, script: str, argv: list, monkeypatch, capsys):
-    """``python SCRIPT ARGV`` in this process; (exit status, stderr)."""
-    path = osp.join(repo_root, script)
-    monkeypatch.setattr(sys, 'argv', [path, *argv])
-    with pytest.raises(SystemExit) as info:
-        runpy.run_path(path, run_name='__main__')
-    return info.value.code, capsys.readouterr().err
-
-
 def _refused(code, err, name: str, out: str, src: str) -> None:
     """Exit 2 and one line naming the output and the input it is."""
     assert code == 2, err
@@ -88,34 +78,31 @@ CONVERTER_ARGS = dict(clip2mmlocat=['--act', 'quick_gelu'])
     'eva02_clip2mmlocat', 'lastclip2mmlocat', 'clipself_fvit2mmlocat'
 ])
 def test_converter_refuses_to_write_over_its_source(converter, how, sources,
-                                                    tmp_path, repo_root,
-                                                    monkeypatch, capsys):
+                                                    tmp_path):
     src = sources[converter]
     before = _sha256(src)
     dst = _output(tmp_path, src, how)
-    code, err = _run(repo_root, f'tools/model_converters/{converter}.py',
-                     [src, dst, *CONVERTER_ARGS.get(converter, [])],
-                     monkeypatch, capsys)
+    proc = run_tool(f'tools/model_converters/{converter}.py', src, dst,
+                    *CONVERTER_ARGS.get(converter, []))
+    code, err = proc.returncode, proc.stderr
     _refused(code, err, converter, dst, src)
     assert f'DST {dst}' in err and f'SRC {src}' in err
     assert _sha256(src) == before
 
 
-def test_lastclip_text_out_over_the_source(sources, tmp_path, repo_root,
-                                           monkeypatch, capsys):
+def test_lastclip_text_out_over_the_source(sources, tmp_path):
     src = sources['lastclip2mmlocat']
     before = _sha256(src)
-    code, err = _run(repo_root, 'tools/model_converters/lastclip2mmlocat.py',
-                     [src, str(tmp_path / 'out.pth'), '--text-out', src],
-                     monkeypatch, capsys)
+    proc = run_tool('tools/model_converters/lastclip2mmlocat.py', src,
+                    tmp_path / 'out.pth', '--text-out', src)
+    code, err = proc.returncode, proc.stderr
     _refused(code, err, 'lastclip2mmlocat', src, src)
     assert f'--text-out {src} is the input SRC {src}' in err
     assert _sha256(src) == before and not osp.exists(tmp_path / 'out.pth')
 
 
 @pytest.mark.parametrize('target', ['checkpoint', 'config', 'symlink'])
-def test_onnx_export_refuses_out_over_its_inputs(target, tmp_path, repo_root,
-                                                 monkeypatch, capsys):
+def test_onnx_export_refuses_out_over_its_inputs(target, tmp_path):
     config = str(tmp_path / 'cfg.py')
     with open(config, 'w') as f:
         f.write("model = dict(type='mmlocat.LocAtViT')\n")
@@ -125,8 +112,9 @@ def test_onnx_export_refuses_out_over_its_inputs(target, tmp_path, repo_root,
     src = config if target == 'config' else ckpt
     out = _output(tmp_path, src, 'symlink' if target == 'symlink' else 'same',
                   'model.onnx')
-    code, err = _run(repo_root, 'tools/deployment/pytorch2onnx.py',
-                     [config, ckpt, '--out', out], monkeypatch, capsys)
+    proc = run_tool('tools/deployment/pytorch2onnx.py', config, ckpt, '--out',
+                    out)
+    code, err = proc.returncode, proc.stderr
     _refused(code, err, 'pytorch2onnx.py', out, src)
     assert f'--out {out}' in err
     assert ('CONFIG' if target == 'config' else 'CHECKPOINT') in err
@@ -155,7 +143,7 @@ def text_inputs(tmp_path) -> dict:
 @pytest.mark.parametrize(
     'case', ['names_sidecar', 'ann_sidecar', 'pretrained_symlink'])
 def test_dump_text_embeddings_refuses_out_over_an_input(
-        case, text_inputs, tmp_path, repo_root, monkeypatch, capsys):
+        case, text_inputs, tmp_path):
     tmp = str(tmp_path)
     if case == 'names_sidecar':  # OUT.json is the --names file
         src, option = text_inputs['names'], '--names'
@@ -176,8 +164,8 @@ def test_dump_text_embeddings_refuses_out_over_an_input(
         out = _output(tmp_path, src, 'symlink', 'emb.npy')
         argv = ['--names', text_inputs['names'], '--pretrained', src, out]
     before = {p: _sha256(p) for p in text_inputs.values()}
-    code, err = _run(repo_root, 'tools/misc/dump_text_embeddings.py', argv,
-                     monkeypatch, capsys)
+    proc = run_tool('tools/misc/dump_text_embeddings.py', *argv)
+    code, err = proc.returncode, proc.stderr
     _refused(code, err, 'dump_text_embeddings', out, src)
     assert f'is the input {option} {src}' in err
     assert {p: _sha256(p) for p in text_inputs.values()} == before
@@ -186,7 +174,7 @@ def test_dump_text_embeddings_refuses_out_over_an_input(
 @pytest.mark.parametrize('case',
                          ['src_symlink', 'class_names_sidecar', 'ann_base'])
 def test_clipself_embeddings2npy_refuses_out_over_an_input(
-        case, text_inputs, tmp_path, repo_root, monkeypatch, capsys):
+        case, text_inputs, tmp_path):
     emb, names = text_inputs['emb'], text_inputs['names']
     if case == 'src_symlink':  # np.save would follow the link
         src, option = emb, 'SRC'
@@ -207,8 +195,8 @@ def test_clipself_embeddings2npy_refuses_out_over_an_input(
             src
         ]
     before = {p: _sha256(p) for p in text_inputs.values()}
-    code, err = _run(repo_root, 'tools/misc/clipself_embeddings2npy.py', argv,
-                     monkeypatch, capsys)
+    proc = run_tool('tools/misc/clipself_embeddings2npy.py', *argv)
+    code, err = proc.returncode, proc.stderr
     _refused(code, err, 'clipself_embeddings2npy', out, src)
     assert f'is the input {option} {src}' in err
     assert {p: _sha256(p) for p in text_inputs.values()} == before

@@ -1,10 +1,7 @@
 """tools/analysis_tools/plot_ab_curves.py on mmengine-format scalar logs."""
 import json
-import os.path as osp
-import runpy
-import sys
 
-import pytest
+from helpers.harness import run_tool
 
 
 def _write_log(work_dir, losses, top1):
@@ -21,26 +18,23 @@ def _write_log(work_dir, losses, top1):
     (run / 'scalars.json').write_text('')  # mmengine's copy; ignored
 
 
-def _run(repo_root, argv, monkeypatch):
-    path = osp.join(repo_root, 'tools', 'analysis_tools', 'plot_ab_curves.py')
-    monkeypatch.setattr(sys, 'argv', [path] + argv)
-    runpy.run_path(path, run_name='__main__')
+TOOL = 'tools/analysis_tools/plot_ab_curves.py'
 
 
-def test_plots_pairs_and_reports(repo_root, tmp_path, monkeypatch, capsys):
+def test_plots_pairs_and_reports(tmp_path):
     _write_log(tmp_path / 'a', [2.3, 2.2, 2.1, 2.0, 1.9, 1.8], [20., 30.])
     _write_log(tmp_path / 'b', [2.3, 2.3, 2.2, 2.2, 2.1, 2.1], [10., 25.])
     out = tmp_path / 'curves.png'
-    _run(repo_root,
-         [f'A={tmp_path / "a"}', f'B={tmp_path / "b"}', '--out',
-          str(out)], monkeypatch)
-    text = capsys.readouterr().out
+    proc = run_tool(TOOL, f'A={tmp_path / "a"}', f'B={tmp_path / "b"}',
+                    '--out', out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout
     assert 'A: final loss 2.0000 (mean of the last 5 logs)' in text
     assert 'top-1 per epoch [10.0, 25.0]' in text
     assert out.stat().st_size > 1000
 
 
-def test_missing_log_is_an_error(repo_root, tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match='no mmengine scalar log'):
-        _run(repo_root, [f'A={tmp_path}', '--out',
-                         str(tmp_path / 'x.png')], monkeypatch)
+def test_missing_log_is_an_error(tmp_path):
+    proc = run_tool(TOOL, f'A={tmp_path}', '--out', tmp_path / 'x.png')
+    assert proc.returncode == 1
+    assert 'FileNotFoundError: no mmengine scalar log' in proc.stderr

@@ -1,12 +1,12 @@
 """tools/analysis_tools/vis_patch_score.py writes the overlay PNGs."""
 import importlib.util
 import os.path as osp
-import subprocess
 import sys
 
 import cv2
 import numpy as np
 import pytest
+from helpers.harness import run_tool
 from helpers.shrink import write_tiny_config
 
 CONFIG = """
@@ -39,7 +39,7 @@ def test_collect_images(tool, tmp_path):
 
 @pytest.mark.timeout(300)
 @pytest.mark.e2e
-def test_cli_writes_pngs(tmp_path, repo_root, subprocess_env):
+def test_cli_writes_pngs(tmp_path, repo_root):
     import torch
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
@@ -61,16 +61,9 @@ def test_cli_writes_pngs(tmp_path, repo_root, subprocess_env):
             str(tmp_path / 'imgs' / name),
             rng.randint(0, 255, (60, 80, 3)).astype(np.uint8))
     out_dir = tmp_path / 'vis'
-    cmd = [
-        sys.executable,
-        osp.join(repo_root, 'tools', 'analysis_tools', 'vis_patch_score.py'),
-        str(config),
-        str(tmp_path / 'ckpt.pth'),
-        str(tmp_path / 'imgs'), '--out-dir',
-        str(out_dir)
-    ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=subprocess_env, timeout=300)
+    proc = run_tool('tools/analysis_tools/vis_patch_score.py', config,
+                    tmp_path / 'ckpt.pth', tmp_path / 'imgs', '--out-dir',
+                    out_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = [ln for ln in proc.stdout.split() if ln.endswith('.png')]
     expected = [

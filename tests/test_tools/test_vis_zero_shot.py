@@ -1,11 +1,10 @@
 """tools/analysis_tools/vis_zero_shot.py writes a readable 4-panel PNG."""
 import os.path as osp
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from helpers.harness import run_tool
 from PIL import Image
 
 from mmlocat.testing import generate
@@ -28,7 +27,7 @@ model = dict(
 
 
 @pytest.mark.timeout(300)
-def test_writes_png(tmp_path, repo_root, subprocess_env):
+def test_writes_png(tmp_path, repo_root):
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
     from mmseg.registry import MODELS
@@ -60,26 +59,19 @@ def test_writes_png(tmp_path, repo_root, subprocess_env):
     image = osp.join(paths['data_root'], 'JPEGImages', stem + '.jpg')
     gt = osp.join(paths['data_root'], 'SegmentationClass', stem + '.png')
     out = tmp_path / 'vis' / 'panels.png'
+    tool = 'tools/analysis_tools/vis_zero_shot.py'
     cmd = [
-        sys.executable,
-        osp.join(repo_root, 'tools', 'analysis_tools', 'vis_zero_shot.py'),
         str(config),
         str(tmp_path / 'ckpt.pth'), image, '--gt', gt, '--out',
         str(out)
     ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=subprocess_env, timeout=300)
+    proc = run_tool(tool, *cmd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     png = np.asarray(Image.open(out).convert('RGB'))
     # four 3.2-inch panels at 100 dpi side by side
     assert png.shape[1] == 1280 and png.shape[0] > 200
     assert png.std() > 0
     # a missing ground truth is one clear line, no traceback
-    proc = subprocess.run(
-        cmd[:-4] + ['--gt', str(tmp_path / 'none.png')],
-        capture_output=True,
-        text=True,
-        env=subprocess_env,
-        timeout=300)
+    proc = run_tool(tool, *cmd[:-4], '--gt', str(tmp_path / 'none.png'))
     assert proc.returncode == 2
     assert 'vis_zero_shot: error: no such file' in proc.stderr
