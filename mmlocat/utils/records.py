@@ -15,8 +15,8 @@ open_clip ``name``, ``weights`` / ``sha256`` of the file converted,
 ``image_sha256``, the fingerprint of the tower's own weights as saved),
 ``clip_provenance`` (:data:`CLIP_RUN_KEY`, a LaSt-CLIP run's two towers),
 ``open_clip_text`` (:data:`TEXT_TOWER_KEY`, an exported text tower),
-``class_files`` (:data:`CLASS_FILES_KEY`, the files a model read, see
-:mod:`mmlocat.datasets.class_file_record`; written as ``vocabulary``
+``class_files`` (:data:`CLASS_FILES_KEY`, the files a model read,
+:func:`files_record`; written as ``vocabulary``
 before, read under either name, :data:`LEGACY_KEYS`), ``clipself_fvit``
 (:data:`CLIPSELF_KEY`, a converted CLIPSelf F-ViT's class rows),
 ``lastclip`` (:data:`LASTCLIP_KEY`), ``source`` / ``converter`` (the file
@@ -40,7 +40,32 @@ the file), :func:`weights_sha256` (an image tower's tensors as saved),
 :func:`rows_sha256` (embedding rows as float32), :func:`templates_sha256`
 (prompt templates' strings: a sidecar's ``templates_sha256`` next to the
 set's name ``templates``, compared with the set of that name by
-:func:`~mmlocat.text.embeddings.check_prompt_recipe`).
+:func:`check_prompt_recipe`).
+
+**Checks** (every one is here; ``utils`` imports neither
+:mod:`mmlocat.text` nor :mod:`mmlocat.datasets`, so what they know is
+passed in): :func:`check_meta` (the meta's types and legacy keys),
+:func:`check_sidecar_rows` (a sidecar's rows fingerprint),
+:func:`check_prompt_recipe` (templates, their content, against the sets
+the caller passes, and the prompt style), :func:`check_same_classes` (an
+embedding file's classes and their order against the dataset's),
+:func:`check_class_files` (the class-file record), :func:`check_same_clip`
+and :func:`check_clip_pairing` (the one rule below).
+
+**Class-file record** (``meta['class_files']``): :func:`files_record`
+lists each file a model read (a :class:`ClassFiles`, from
+:func:`mmlocat.datasets.class_file_record.model_class_files`) with its
+sha256 and its row names (:func:`file_record`); :class:`mmlocat.
+RecordHook` writes it into every checkpoint. :func:`check_class_files`
+(``tools/test.py``, ``tools/infer.py``) refuses a changed or reordered
+file, naming both hashes and the classes that differ, unless the change
+is allowed (:data:`ALLOW_OPTION`; on resume, :class:`mmlocat.RecordHook`,
+never: :data:`RESUME_FIX`). A checkpoint without the record (trained
+before it existed, or converted) is accepted with a one-line note;
+``clipself_fvit2mmlocat.py`` records the embedding file it checked or
+exported like training does, and without one its record of F-ViT's own
+class embeddings (``meta['clipself_fvit']``: the rows' float32 sha256) is
+compared with the file's rows.
 
 **One rule** (:func:`check_clip_pairing`): a model pairing a CLIP tower
 checkpoint with text embeddings refuses what it cannot prove: a tower

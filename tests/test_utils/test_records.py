@@ -184,13 +184,12 @@ def test_records_owns_every_record_check():
         # check_same_classes, imported from records)
         for module in (embeddings, text, dataset_side):
             assert name not in module.__all__, (module.__name__, name)
-            assert getattr(module, name, None) in (None,
-                                                   getattr(records, name))
+            assert getattr(module, name,
+                           None) in (None, getattr(records, name))
     graph = import_graph('mmlocat', lazy=True)
     below = {
         d
-        for m in graph if m.startswith('mmlocat.utils')
-        for d in graph[m]
+        for m in graph if m.startswith('mmlocat.utils') for d in graph[m]
     }
     assert not {
         d
@@ -214,5 +213,4 @@ def test_prompt_recipe_compares_the_templates_the_caller_passes():
             ValueError,
             match="e.npy were written with the templates 'single' of "
             'sha256 .* the set of that name is now'):
-        check_prompt_recipe(record, 'e.npy', want, 'M',
-                            {'single': ['a {}.']})
+        check_prompt_recipe(record, 'e.npy', want, 'M', {'single': ['a {}.']})
