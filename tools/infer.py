@@ -39,8 +39,8 @@ import mmlocat  # noqa: F401  (registry node)
 from mmlocat.apis import MMLocatInferencer
 from mmlocat.apis.cli import add_model_options
 from mmlocat.apis.inferencer import check_out_dir
-from mmlocat.datasets.class_file_record import ALLOW_OPTION
 from mmlocat.utils.checkpoint_io import run_cli
+from mmlocat.utils.records import ALLOW_OPTION
 
 
 def parse_args() -> argparse.Namespace:

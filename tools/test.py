@@ -31,13 +31,14 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlocat  # noqa: F401  (registry node)
-from mmlocat.datasets.class_file_record import ALLOW_OPTION, check_class_files
+from mmlocat.datasets.class_file_record import model_class_files
 from mmlocat.utils.checkpoint_io import run_cli
 from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
                                   apply_data_root, check_component_arguments,
                                   load_config, merge_cfg_options)
 from mmlocat.utils.pretrained import (LoadedWeights, ModelCheckpoint,
                                       load_model_weights)
+from mmlocat.utils.records import ALLOW_OPTION, check_class_files
 
 PARTIAL_OPTION = '--allow-partial-checkpoint'
 
@@ -179,7 +180,7 @@ def main() -> None:
     def load_and_check():
         loaded.append(load(args.checkpoint))
         check_class_files(
-            model,
+            model_class_files(model),
             args.checkpoint,
             allow_change=args.allow_class_file_change,
             logger=runner.logger,

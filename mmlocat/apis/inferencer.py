@@ -60,12 +60,13 @@ from mmengine.logging import MMLogger, print_log
 from mmengine.registry import DefaultScope
 from mmengine.structures import PixelData
 
-from mmlocat.datasets.class_file_record import check_class_files
+from mmlocat.datasets.class_file_record import model_class_files
 from mmlocat.text import (BACKGROUND, dataset_metainfo, load_query_embeddings,
                           register_model_config, vocabulary_embeddings)
 from mmlocat.utils.checkpoint_io import _first_line
 from mmlocat.utils.launch import load_config, merge_cfg_options
 from mmlocat.utils.pretrained import ModelCheckpoint, load_model_weights
+from mmlocat.utils.records import check_class_files
 from mmlocat.visualization.labels import format_score
 from mmlocat.visualization.palette import class_palette
 from . import vocabulary as voc
@@ -789,7 +790,7 @@ class MMLocatInferencer:
         del weights  # copied into the model: free its tensors
         if self.vocabulary is None:
             check_class_files(
-                self.handler.model,
+                model_class_files(self.handler.model),
                 checkpoint,
                 allow_change=allow_class_file_change,
                 meta=meta)

@@ -9,8 +9,7 @@ from .class_names import (BACKGROUND, CLASS_NAME_SEPARATOR,
                           registered_metainfo, resolve_class_names,
                           zero_shot_class_name_lines, zero_shot_classes)
 from .embeddings import (Encoder, QueryEmbeddings, build_class_embeddings,
-                         build_query_embeddings, check_prompt_recipe,
-                         check_same_classes, embed_names,
+                         build_query_embeddings, embed_names,
                          load_query_embeddings, load_text_embeddings,
                          query_map, read_clipself_embeddings, read_text_model,
                          save_base_classes, save_text_embeddings, sidecar_path,
@@ -31,10 +30,10 @@ __all__ = [
     'read_class_names', 'registered_metainfo', 'resolve_class_names',
     'zero_shot_class_name_lines', 'zero_shot_classes', 'Encoder',
     'QueryEmbeddings', 'build_class_embeddings', 'build_query_embeddings',
-    'check_prompt_recipe', 'check_same_classes', 'embed_names',
-    'load_query_embeddings', 'load_text_embeddings', 'query_map',
-    'read_clipself_embeddings', 'read_text_model', 'save_base_classes',
-    'save_text_embeddings', 'sidecar_path', 'write_text_embeddings',
-    'TextEncoder', 'encoder_record', 'open_clip_encoder',
-    'register_model_config', 'default_cache_dir', 'vocabulary_embeddings'
+    'embed_names', 'load_query_embeddings', 'load_text_embeddings',
+    'query_map', 'read_clipself_embeddings', 'read_text_model',
+    'save_base_classes', 'save_text_embeddings', 'sidecar_path',
+    'write_text_embeddings', 'TextEncoder', 'encoder_record',
+    'open_clip_encoder', 'register_model_config', 'default_cache_dir',
+    'vocabulary_embeddings'
 ]

@@ -41,8 +41,8 @@ import numpy as np
 from tqdm import tqdm
 
 from mmlocat.utils.checkpoint_io import write_atomic
-from mmlocat.utils.records import (check_sidecar_rows, rows_sha256,
-                                   templates_sha256)
+from mmlocat.utils.records import (check_same_classes, check_sidecar_rows,
+                                   rows_sha256, templates_sha256)
 from mmlocat.utils.safe_load import load_array
 from .class_names import BACKGROUND, read_class_names, read_json
 from .templates import (IMAGENET_TEMPLATES, PROMPT_TEMPLATES, TEMPLATE_SETS,
@@ -52,8 +52,7 @@ __all__ = [
     'Encoder', 'sidecar_path', 'embed_names', 'build_class_embeddings',
     'build_query_embeddings', 'query_map', 'save_text_embeddings',
     'write_text_embeddings', 'read_text_model', 'read_sidecar',
-    'check_prompt_recipe', 'check_same_classes', 'QueryEmbeddings',
-    'load_query_embeddings', 'load_text_embeddings',
+    'QueryEmbeddings', 'load_query_embeddings', 'load_text_embeddings',
     'read_clipself_embeddings', 'save_base_classes', 'base_classes_path',
     'embedding_files'
 ]
@@ -326,75 +325,6 @@ def read_text_model(path: str) -> Dict:
     if not osp.isfile(side):
         raise FileNotFoundError(f'class-name sidecar not found: {side}')
     return dict(read_sidecar(side).get('text_model') or {})
-
-
-def check_prompt_recipe(text_model: Dict, text_file: str,
-                        expected: Dict[str,
-                                       Optional[str]], consumer: str) -> None:
-    """Raise if an embedding file was written with another prompt recipe
-    than ``consumer`` names.
-
-    Args:
-        text_model: The sidecar's record (``templates``, ``prompt_style``).
-        text_file: The embedding file (for the message).
-        expected: ``{'templates': ..., 'prompt_style': ...}`` of the
-            consumer; a ``None`` value accepts any.
-        consumer: Who expects them (for the message), e.g. a model type.
-
-    Each field is compared only when both sides have it. Where the
-    templates' names are compared and the sidecar records the set's
-    content (``templates_sha256``, :func:`~mmlocat.utils.records.
-    templates_sha256`), it is compared with the set of that name now: a
-    set edited under the same name is refused.
-
-    Raises:
-        ValueError: Naming the file, both values and the dump option.
-    """
-    for key, want in expected.items():
-        found = text_model.get(key)
-        if want is not None and found is not None and found != want:
-            option = '--' + key.replace('_', '-')
-            raise ValueError(
-                f'text embeddings {text_file} were written with {key} '
-                f'{found!r} but {consumer} names {want!r}: dump them with '
-                f'tools/misc/dump_text_embeddings.py {option} {want}, or set '
-                f'{key}={found!r} (None accepts any)')
-    recorded = text_model.get('templates_sha256')
-    name = text_model.get('templates')
-    if (expected.get('templates') is not None and recorded is not None
-            and name in TEMPLATE_SETS):
-        now = templates_sha256(TEMPLATE_SETS[name])
-        if recorded != now:
-            raise ValueError(
-                f'text embeddings {text_file} were written with the '
-                f'templates {name!r} of sha256 {recorded}, but the set of '
-                f'that name is now {now} (its prompts changed): dump them '
-                f'again (tools/misc/dump_text_embeddings.py --templates '
-                f'{name})')
-
-
-def _mismatch(got: List[str], want: List[str], path: str) -> str:
-    if sorted(got) == sorted(want):
-        first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
-        return (f'{path} has the dataset classes in a different order '
-                f'(first difference at row {first}: {got[first]!r} vs '
-                f'expected {want[first]!r}); it is not reordered silently: '
-                'regenerate it with tools/misc/dump_text_embeddings.py')
-    missing = [n for n in want if n not in got]
-    extra = [n for n in got if n not in want]
-    return (f'{path} lists {len(got)} classes, the dataset {len(want)}; '
-            f'missing {missing[:10]}{"..." if len(missing) > 10 else ""}, '
-            f'unexpected {extra[:10]}{"..." if len(extra) > 10 else ""}')
-
-
-def check_same_classes(found: Sequence[str], expected: Sequence[str],
-                       path: str) -> None:
-    """Raise unless an embedding file's classes ``found`` are the dataset's
-    ``expected`` ones in the same order (the message names the first
-    difference, or what is missing and unexpected)."""
-    if list(found) != list(expected):
-        raise ValueError('text embeddings do not match the dataset classes: ' +
-                         _mismatch(list(found), list(expected), path))
 
 
 def _check_query_map(query_class: List[int], rows: int, num_classes: int,

@@ -15,8 +15,8 @@ open_clip ``name``, ``weights`` / ``sha256`` of the file converted,
 ``image_sha256``, the fingerprint of the tower's own weights as saved),
 ``clip_provenance`` (:data:`CLIP_RUN_KEY`, a LaSt-CLIP run's two towers),
 ``open_clip_text`` (:data:`TEXT_TOWER_KEY`, an exported text tower),
-``class_files`` (:data:`CLASS_FILES_KEY`, the files a model read, see
-:mod:`mmlocat.datasets.class_file_record`; written as ``vocabulary``
+``class_files`` (:data:`CLASS_FILES_KEY`, the files a model read,
+:func:`files_record`; written as ``vocabulary``
 before, read under either name, :data:`LEGACY_KEYS`), ``clipself_fvit``
 (:data:`CLIPSELF_KEY`, a converted CLIPSelf F-ViT's class rows),
 ``lastclip`` (:data:`LASTCLIP_KEY`), ``source`` / ``converter`` (the file
@@ -40,7 +40,32 @@ the file), :func:`weights_sha256` (an image tower's tensors as saved),
 :func:`rows_sha256` (embedding rows as float32), :func:`templates_sha256`
 (prompt templates' strings: a sidecar's ``templates_sha256`` next to the
 set's name ``templates``, compared with the set of that name by
-:func:`~mmlocat.text.embeddings.check_prompt_recipe`).
+:func:`check_prompt_recipe`).
+
+**Checks** (every one is here; ``utils`` imports neither
+:mod:`mmlocat.text` nor :mod:`mmlocat.datasets`, so what they know is
+passed in): :func:`check_meta` (the meta's types and legacy keys),
+:func:`check_sidecar_rows` (a sidecar's rows fingerprint),
+:func:`check_prompt_recipe` (templates, their content, against the sets
+the caller passes, and the prompt style), :func:`check_same_classes` (an
+embedding file's classes and their order against the dataset's),
+:func:`check_class_files` (the class-file record), :func:`check_same_clip`
+and :func:`check_clip_pairing` (the one rule below).
+
+**Class-file record** (``meta['class_files']``): :func:`files_record`
+lists each file a model read (a :class:`ClassFiles`, from
+:func:`mmlocat.datasets.class_file_record.model_class_files`) with its
+sha256 and its row names (:func:`file_record`); :class:`mmlocat.
+RecordHook` writes it into every checkpoint. :func:`check_class_files`
+(``tools/test.py``, ``tools/infer.py``) refuses a changed or reordered
+file, naming both hashes and the classes that differ, unless the change
+is allowed (:data:`ALLOW_OPTION`; on resume, :class:`mmlocat.RecordHook`,
+never: :data:`RESUME_FIX`). A checkpoint without the record (trained
+before it existed, or converted) is accepted with a one-line note;
+``clipself_fvit2mmlocat.py`` records the embedding file it checked or
+exported like training does, and without one its record of F-ViT's own
+class embeddings (``meta['clipself_fvit']``: the rows' float32 sha256) is
+compared with the file's rows.
 
 **One rule** (:func:`check_clip_pairing`): a model pairing a CLIP tower
 checkpoint with text embeddings refuses what it cannot prove: a tower
@@ -66,7 +91,8 @@ import json
 import logging
 import os
 import os.path as osp
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import (Callable, Dict, List, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 import torch
@@ -75,6 +101,7 @@ from torch import Tensor
 
 from .checkpoint_io import (read_checkpoint, read_clip_state_dict,
                             sniff_checkpoint, unwrap_state_dict)
+from .safe_load import load_array
 
 __all__ = [
     'RECORDS_VERSION', 'VERSION_KEY', 'CLIP_KEY', 'CLIP_RUN_KEY',
@@ -84,7 +111,10 @@ __all__ = [
     'clip_meta', 'clip_provenance', 'check_same_clip', 'check_clip_pairing',
     'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
     'rows_sha256', 'templates_sha256', 'check_sidecar_rows',
-    'file_text_sha256', 'text_provenance', 'NOT_TEXT_KEYS', 'TEXT_ACTS'
+    'file_text_sha256', 'text_provenance', 'NOT_TEXT_KEYS', 'TEXT_ACTS',
+    'check_prompt_recipe', 'check_same_classes', 'ClassFiles', 'file_record',
+    'files_record', 'check_class_files', 'ALLOW_OPTION', 'TEST_FIX',
+    'RESUME_FIX'
 ]
 
 #: The version of the records' schema this module writes; a checkpoint
@@ -556,3 +586,273 @@ def check_clip_pairing(text_model: Mapping,
             'tools/misc/dump_text_embeddings.py --pretrained (it records '
             f'the text tower and the rows), or set {opt_out} (logged)')
     check_same_clip(text_model, text_file, image_model, checkpoint)
+
+
+def check_prompt_recipe(
+        text_model: Mapping, text_file: str, expected: Mapping[str,
+                                                               Optional[str]],
+        consumer: str, current_templates: Mapping[str, Sequence[str]]) -> None:
+    """Raise if an embedding file was written with another prompt recipe
+    than ``consumer`` names.
+
+    Args:
+        text_model: The sidecar's record (``templates``, ``prompt_style``).
+        text_file: The embedding file (for the message).
+        expected: ``{'templates': ..., 'prompt_style': ...}`` of the
+            consumer; a ``None`` value accepts any.
+        consumer: Who expects them (for the message), e.g. a model type.
+        current_templates: The template sets as they are now, by name
+            (:data:`mmlocat.text.templates.TEMPLATE_SETS`: the caller
+            passes them, ``utils`` does not import ``text``).
+
+    Each field is compared only when both sides have it. Where the
+    templates' names are compared and the sidecar records the set's
+    content (``templates_sha256``, :func:`templates_sha256`), it is
+    compared with the set of that name in ``current_templates``: a set
+    edited under the same name is refused.
+
+    Raises:
+        ValueError: Naming the file, both values and the dump option.
+    """
+    for key, want in expected.items():
+        found = text_model.get(key)
+        if want is not None and found is not None and found != want:
+            option = '--' + key.replace('_', '-')
+            raise ValueError(
+                f'text embeddings {text_file} were written with {key} '
+                f'{found!r} but {consumer} names {want!r}: dump them with '
+                f'tools/misc/dump_text_embeddings.py {option} {want}, or set '
+                f'{key}={found!r} (None accepts any)')
+    recorded = text_model.get('templates_sha256')
+    name = text_model.get('templates')
+    if (expected.get('templates') is not None and recorded is not None
+            and name in current_templates):
+        now = templates_sha256(current_templates[name])
+        if recorded != now:
+            raise ValueError(
+                f'text embeddings {text_file} were written with the '
+                f'templates {name!r} of sha256 {recorded}, but the set of '
+                f'that name is now {now} (its prompts changed): dump them '
+                f'again (tools/misc/dump_text_embeddings.py --templates '
+                f'{name})')
+
+
+def _mismatch(got: List[str], want: List[str], path: str) -> str:
+    if sorted(got) == sorted(want):
+        first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+        return (f'{path} has the dataset classes in a different order '
+                f'(first difference at row {first}: {got[first]!r} vs '
+                f'expected {want[first]!r}); it is not reordered silently: '
+                'regenerate it with tools/misc/dump_text_embeddings.py')
+    missing = [n for n in want if n not in got]
+    extra = [n for n in got if n not in want]
+    return (f'{path} lists {len(got)} classes, the dataset {len(want)}; '
+            f'missing {missing[:10]}{"..." if len(missing) > 10 else ""}, '
+            f'unexpected {extra[:10]}{"..." if len(extra) > 10 else ""}')
+
+
+def check_same_classes(found: Sequence[str], expected: Sequence[str],
+                       path: str) -> None:
+    """Raise unless an embedding file's classes ``found`` are the dataset's
+    ``expected`` ones in the same order (the message names the first
+    difference, or what is missing and unexpected)."""
+    if list(found) != list(expected):
+        raise ValueError('text embeddings do not match the dataset classes: ' +
+                         _mismatch(list(found), list(expected), path))
+
+
+#: The command-line option that accepts changed class files
+#: (``tools/test.py``, ``tools/infer.py``).
+ALLOW_OPTION = '--allow-class-file-change'
+#: What to do when the class files differ from the record (testing).
+TEST_FIX = (f'Test with the files the checkpoint records, or pass '
+            f'{ALLOW_OPTION} to evaluate with the new ones')
+#: ... and when resuming training (``tools/train.py --resume``), where no
+#: option accepts other files: the optimizer state and the checkpoints
+#: kept belong to the recorded ones.
+RESUME_FIX = ('Resume with the config and files the run started with, or '
+              'start a new run with the new files (tools/train.py '
+              '--overwrite, or another --work-dir; --cfg-options '
+              'load_from=CHECKPOINT starts it from these weights)')
+
+
+class ClassFiles(NamedTuple):
+    """The class files a model read, as the dataset side knows them
+    (:func:`mmlocat.datasets.class_file_record.model_class_files`):
+    ``utils`` does not import ``text``, so how a file's row names are read
+    comes with the files."""
+    #: ``{'<submodule>.<role>': path}`` of the files read.
+    files: Dict[str, str]
+    #: ``(role, path) -> the names of the file's rows, in order``.
+    row_names: Callable[[str, str], Sequence[str]]
+    #: The row name of no class (F-ViT's background embedding).
+    background: str
+
+
+def file_record(path: str, names: Sequence[str]) -> Dict:
+    """``{'file', 'sha256', 'names'}`` of one class file: its path, the
+    sha256 of its bytes (:func:`file_sha256`; the ``.npy`` of an embedding
+    file) and its row names (an embedding file's sidecar); a file differs
+    from its record when either differs."""
+    return dict(file=path, sha256=file_sha256(path), names=list(names))
+
+
+def files_record(class_files: ClassFiles) -> Dict[str, Dict]:
+    """``{role: file_record}`` (:func:`file_record`) of every file in
+    ``class_files``, written as ``meta['class_files']``
+    (:data:`CLASS_FILES_KEY`)."""
+    return {
+        role: file_record(path, class_files.row_names(role, path))
+        for role, path in sorted(class_files.files.items())
+    }
+
+
+def _name_difference(now: List[str], then: List[str]) -> str:
+    """How two row-name lists differ, in words."""
+    if now == then:
+        return ('the same names in the same order with other values '
+                '(regenerated with another CLIP, prompts or weights?)')
+    if sorted(now) == sorted(then):
+        row = next(i for i, (a, b) in enumerate(zip(now, then)) if a != b)
+        return (f'the same names in another order (first difference at row '
+                f'{row}: {now[row]!r} now, {then[row]!r} in training)')
+    added = [n for n in now if n not in then]
+    missing = [n for n in then if n not in now]
+
+    def short(names):
+        return f'{names[:10]}{" ..." if len(names) > 10 else ""}'
+
+    return (f'other names: {len(now)} now, {len(then)} in training; new '
+            f'{short(added)}, gone {short(missing)}')
+
+
+def _compare(role: str, now: Optional[Dict], then: Optional[Dict],
+             checkpoint: str) -> Optional[str]:
+    """The difference of one file from its record, or None."""
+    if now is None:
+        return (f'{checkpoint} records {role} {then["file"]} (sha256 '
+                f'{then["sha256"]}) but the model reads none now')
+    if then is None:
+        return (f'the model reads {role} {now["file"]} (sha256 '
+                f'{now["sha256"]}), which {checkpoint} does not record')
+    names_now, names_then = list(now['names']), list(then['names'])
+    if now['sha256'] == then['sha256'] and names_now == names_then:
+        return None
+    difference = _name_difference(names_now, names_then)
+    if now['sha256'] == then['sha256']:  # the sidecar names the rows anew
+        difference = 'the same rows, named differently: ' + difference
+    return (f'{checkpoint} records {role} {then["file"]} (sha256 '
+            f'{then["sha256"]}) but the model reads {now["file"]} (sha256 '
+            f'{now["sha256"]}): {difference}')
+
+
+def _file_rows_sha256(path: str) -> str:
+    """:func:`rows_sha256` of an embedding file's rows (how
+    ``clipself_fvit2mmlocat.py`` records the checkpoint's)."""
+    return rows_sha256(load_array(path))
+
+
+def _compare_clipself(class_files: ClassFiles, record: Dict,
+                      checkpoint: str) -> List[str]:
+    """Differences of the text-embedding files from the class embeddings
+    a converted CLIPSelf F-ViT checkpoint stored."""
+    stored = record.get('class_embeddings') or {}
+    problems = []
+    for role, path in sorted(class_files.files.items()):
+        if role.split('.')[-1] != 'text_embeddings' or not stored:
+            continue
+        found = _file_rows_sha256(path)
+        if found == stored.get('sha256'):
+            continue
+        detail = ''
+        classes = record.get('classes')
+        if classes:
+            names = [
+                n for n in class_files.row_names(role, path)
+                if n != class_files.background
+            ]
+            detail = ': ' + _name_difference(names, list(classes))
+        problems.append(
+            f'{checkpoint} was converted from an F-ViT checkpoint whose '
+            f'class embeddings {stored.get("shape")} have sha256 '
+            f'{stored.get("sha256")} (rows as float32) but the model reads '
+            f'{role} {path} whose rows have sha256 {found}{detail}')
+    return problems
+
+
+def check_class_files(class_files: ClassFiles,
+                      checkpoint: str,
+                      allow_change: bool = False,
+                      logger=None,
+                      meta: Optional[Dict] = None,
+                      fix: str = TEST_FIX) -> List[str]:
+    """Compare the class files a model read with ``checkpoint``'s record.
+
+    Args:
+        class_files: The files the built model read (read now), from
+            :func:`mmlocat.datasets.class_file_record.model_class_files`.
+        checkpoint: The checkpoint it will run with.
+        allow_change: Only warn about differences (:data:`ALLOW_OPTION`).
+        logger: Where notes and warnings go (default: the current logger).
+        meta: ``checkpoint``'s ``meta`` when the caller has read it
+            (:func:`mmlocat.utils.pretrained.load_model_weights`); by
+            default it is read from the file (either way its legacy keys
+            are read, :func:`check_meta`).
+        fix: What the error tells the user to do (:data:`TEST_FIX`;
+            :data:`RESUME_FIX` on resume).
+
+    Returns:
+        The differences found (empty when the files are the recorded ones,
+        or nothing can be compared).
+
+    Raises:
+        ValueError: A file differs from the record (without
+            ``allow_change``): each difference names the role, both files,
+            both hashes and how the names differ.
+    """
+    logger = logger or 'current'
+    files = class_files.files
+    if not files:
+        return []
+    if meta is None:
+        meta = (
+            read_checkpoint_meta(checkpoint) if osp.isfile(checkpoint) else {})
+    meta = check_meta(meta, checkpoint)
+    recorded = meta.get(CLASS_FILES_KEY)
+    if recorded is None and isinstance(meta.get(CLIPSELF_KEY), dict):
+        problems = _compare_clipself(class_files, meta[CLIPSELF_KEY],
+                                     checkpoint)
+    elif recorded is None:
+        print_log(
+            f'class files: {checkpoint} records no class files (trained '
+            'before mmlocat recorded it, or converted): '
+            f'{", ".join(sorted(files.values()))} used as given',
+            logger=logger)
+        return []
+    else:
+        now = files_record(class_files)
+        roles = set(now) | set(recorded)
+        if meta.get(CONVERTER_KEY):
+            # a converter records only the files it saw (the class
+            # embeddings); the others are the config's, used as given
+            for role in sorted(set(now) - set(recorded)):
+                print_log(
+                    f'class files: {checkpoint} (converted by '
+                    f'{meta[CONVERTER_KEY]}) records no {role}: '
+                    f'{now[role]["file"]} used as given',
+                    logger=logger)
+            roles = set(recorded)
+        problems = [
+            p for p in (
+                _compare(role, now.get(role), recorded.get(role), checkpoint)
+                for role in sorted(roles)) if p is not None
+        ]
+    if problems and not allow_change:
+        raise ValueError('the class files are not the checkpoint\'s: ' +
+                         '; '.join(problems) + f'. {fix}')
+    for problem in problems:
+        print_log(
+            f'class files changed ({ALLOW_OPTION}): {problem}',
+            logger=logger,
+            level=logging.WARNING)
+    return problems

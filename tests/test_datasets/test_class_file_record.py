@@ -1,5 +1,6 @@
 """The class files travel with the checkpoint
-(mmlocat.datasets.class_file_record.py), on a tiny F-ViT built from the
+(mmlocat.utils.records.check_class_files on the files
+mmlocat.datasets.class_file_record.py lists), on a tiny F-ViT built from the
 shipped config; the hook is tested in
 tests/test_engine/test_record_hook.py, the tool paths in
 tests/test_e2e/test_ovd_e2e.py."""
@@ -13,10 +14,10 @@ import torch
 from helpers.fvit import EMBED, build_detector, tiny_fvit_cfg, write_embeddings
 from mmengine.logging import MMLogger
 
-from mmlocat.datasets.class_file_record import (CLASS_FILES_KEY,
-                                                check_class_files,
-                                                class_file_record)
-from mmlocat.utils.records import file_sha256, rows_sha256
+from mmlocat.datasets.class_file_record import (class_file_record,
+                                                model_class_files)
+from mmlocat.utils.records import (CLASS_FILES_KEY, check_class_files,
+                                   file_sha256, rows_sha256)
 
 NAMES = ['cat', 'dog', 'remote control']
 EMB = 'roi_head.bbox_head.text_embeddings'
@@ -81,15 +82,16 @@ def test_record_names_every_file_with_its_hash_and_rows(trained):
 
 
 def test_the_recorded_files_pass(trained):
-    assert check_class_files(_model(trained.emb, trained.base),
-                             trained.ckpt) == []
+    assert check_class_files(
+        model_class_files(_model(trained.emb, trained.base)),
+        trained.ckpt) == []
 
 
 def test_regenerated_values_are_refused_unless_allowed(trained, tmp_path):
     write_embeddings(trained.emb, NAMES, seed=1)  # same names, other rows
     model = _model(trained.emb, trained.base)
     with pytest.raises(ValueError) as err:
-        check_class_files(model, trained.ckpt)
+        check_class_files(model_class_files(model), trained.ckpt)
     then = trained.record[EMB]['sha256']
     now = file_sha256(trained.emb)
     assert str(err.value) == (
@@ -99,8 +101,8 @@ def test_regenerated_values_are_refused_unless_allowed(trained, tmp_path):
         'with other values (regenerated with another CLIP, prompts or '
         'weights?). Test with the files the checkpoint records, or pass '
         '--allow-class-file-change to evaluate with the new ones')
-    problems, messages = _logged(
-        lambda: check_class_files(model, trained.ckpt, allow_change=True))
+    problems, messages = _logged(lambda: check_class_files(
+        model_class_files(model), trained.ckpt, allow_change=True))
     assert len(problems) == 1 and then in problems[0] and now in problems[0]
     assert (logging.WARNING, 'class files changed '
             f'(--allow-class-file-change): {problems[0]}') in messages
@@ -115,14 +117,18 @@ def test_reordered_other_classes_and_base_are_named(trained, tmp_path):
             r"another order \(first difference at row 0: 'dog' now, 'cat' in "
             r"training\)"):
         check_class_files(
-            _model(trained.emb, trained.base, from_file=True), trained.ckpt)
+            model_class_files(
+                _model(trained.emb, trained.base, from_file=True)),
+            trained.ckpt)
     write_embeddings(trained.emb, ['cat', 'dog', 'tv'], seed=3)
     with pytest.raises(
             ValueError,
             match=r"other names: 4 now, 4 in training; new \['tv'\], gone "
             r"\['remote control'\]"):
         check_class_files(
-            _model(trained.emb, trained.base, from_file=True), trained.ckpt)
+            model_class_files(
+                _model(trained.emb, trained.base, from_file=True)),
+            trained.ckpt)
     write_embeddings(trained.emb, NAMES, seed=0)  # the training file again
     other_base = _base_file(tmp_path / 'other.base.json', ['cat'])
     with pytest.raises(
@@ -130,17 +136,18 @@ def test_reordered_other_classes_and_base_are_named(trained, tmp_path):
             match=rf'records {BASE} .*emb\.base\.json \(sha256 '
             rf'{trained.record[BASE]["sha256"]}\) but the model reads '
             r".*other\.base\.json .*new \[\], gone \['dog'\]"):
-        check_class_files(_model(trained.emb, other_base), trained.ckpt)
+        check_class_files(
+            model_class_files(_model(trained.emb, other_base)), trained.ckpt)
     # no base file now (every class base): the record's file is missing
     with pytest.raises(
             ValueError, match=f'records {BASE} .* the model reads none'):
-        check_class_files(_model(trained.emb), trained.ckpt)
+        check_class_files(model_class_files(_model(trained.emb)), trained.ckpt)
 
 
 def test_checkpoints_without_a_record(trained, tmp_path):
     old = _checkpoint(tmp_path / 'old.pth', dict(epoch=3))
     problems, messages = _logged(
-        lambda: check_class_files(_model(trained.emb), old))
+        lambda: check_class_files(model_class_files(_model(trained.emb)), old))
     assert problems == []
     assert (logging.INFO,
             f'class files: {old} records no class files (trained '
@@ -155,10 +162,11 @@ def test_checkpoints_without_a_record(trained, tmp_path):
             sha256=rows_sha256(torch.from_numpy(rows))))
     converted = _checkpoint(tmp_path / 'fvit.pth',
                             dict(clipself_fvit=clipself))
-    assert check_class_files(_model(trained.emb), converted) == []
+    assert check_class_files(
+        model_class_files(_model(trained.emb)), converted) == []
     write_embeddings(trained.emb, NAMES, seed=2)
     with pytest.raises(ValueError) as err:
-        check_class_files(_model(trained.emb), converted)
+        check_class_files(model_class_files(_model(trained.emb)), converted)
     found = rows_sha256(
         torch.from_numpy(np.load(trained.emb).astype(np.float32)))
     assert (
@@ -179,7 +187,8 @@ def test_a_converted_record_covers_only_its_files(trained, tmp_path):
         tmp_path / 'converted.pth',
         dict(converter='clipself_fvit2mmlocat', **{CLASS_FILES_KEY: only_emb}))
     model = _model(trained.emb, trained.base)
-    problems, messages = _logged(lambda: check_class_files(model, converted))
+    problems, messages = _logged(
+        lambda: check_class_files(model_class_files(model), converted))
     assert problems == []
     assert (logging.INFO,
             f'class files: {converted} (converted by clipself_fvit2mmlocat) '
@@ -191,11 +200,12 @@ def test_a_converted_record_covers_only_its_files(trained, tmp_path):
             match=rf'the model reads {BASE} .*emb\.base\.json \(sha256 '
             rf'{trained.record[BASE]["sha256"]}\), which .*trained\.pth '
             'does not record'):
-        check_class_files(model, trained_only_emb)
+        check_class_files(model_class_files(model), trained_only_emb)
     # the embedding file the converter recorded is still compared
     write_embeddings(trained.emb, NAMES, seed=5)
     with pytest.raises(
             ValueError,
             match=rf'{converted} records {EMB} .* the same names in the '
             'same order with other values'):
-        check_class_files(_model(trained.emb, trained.base), converted)
+        check_class_files(
+            model_class_files(_model(trained.emb, trained.base)), converted)

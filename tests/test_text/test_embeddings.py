@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from mmlocat import text as te
-from mmlocat.utils.records import rows_sha256, templates_sha256
+from mmlocat.utils.records import (check_prompt_recipe, rows_sha256,
+                                   templates_sha256)
 
 PROMPT_TEMPLATES = te.PROMPT_TEMPLATES
 CLIP_TEMPLATES = te.CLIP_TEMPLATES
@@ -408,11 +409,12 @@ def test_templates_are_recorded_by_content_and_checked(tmp_path):
     assert record['templates_sha256'] == templates_sha256(
         te.TEMPLATE_SETS['single'])
     want = dict(templates='single', prompt_style='plain')
-    te.check_prompt_recipe(record, path, want, 'M')
+    check_prompt_recipe(record, path, want, 'M', te.TEMPLATE_SETS)
     edited = dict(record, templates_sha256=templates_sha256(['a {}.']))
     with pytest.raises(
             ValueError,
             match="written with the templates 'single' of sha256 .* the set "
             'of that name is now'):
-        te.check_prompt_recipe(edited, path, want, 'M')
-    te.check_prompt_recipe(edited, path, dict(templates=None), 'M')
+        check_prompt_recipe(edited, path, want, 'M', te.TEMPLATE_SETS)
+    check_prompt_recipe(edited, path, dict(templates=None), 'M',
+                        te.TEMPLATE_SETS)

@@ -163,3 +163,54 @@ def test_open_clip_builds_the_activation_the_configs_name():
         cfg['vision_cfg'] = dict(
             image_size=16, layers=1, width=8, head_width=8, patch_size=16)
         assert open_clip_text_act(open_clip.CLIP(**cfg)) == act
+
+
+def test_records_owns_every_record_check():
+    """Issue 34: one records module owns every check; the prompt-recipe,
+    same-classes and class-file checks lived in mmlocat.text.embeddings
+    and mmlocat.datasets.class_file_record, with one path each (no
+    re-export); records imports neither text nor datasets, not even in a
+    function."""
+    from helpers.import_graph import import_graph
+
+    import mmlocat.datasets.class_file_record as dataset_side
+    import mmlocat.text as text
+    import mmlocat.text.embeddings as embeddings
+    from mmlocat.utils import records
+    for name in ('check_prompt_recipe', 'check_same_classes',
+                 'check_class_files', 'file_record', 'files_record'):
+        assert getattr(records, name).__module__ == 'mmlocat.utils.records'
+        # the old modules neither define nor export it (embeddings calls
+        # check_same_classes, imported from records)
+        for module in (embeddings, text, dataset_side):
+            assert name not in module.__all__, (module.__name__, name)
+            assert getattr(module, name,
+                           None) in (None, getattr(records, name))
+    graph = import_graph('mmlocat', lazy=True)
+    below = {
+        d
+        for m in graph if m.startswith('mmlocat.utils') for d in graph[m]
+    }
+    assert not {
+        d
+        for d in below if d.startswith(('mmlocat.text', 'mmlocat.datasets'))
+    }
+
+
+def test_prompt_recipe_compares_the_templates_the_caller_passes():
+    """The templates' content now is the caller's (``text``'s
+    ``TEMPLATE_SETS``): the same record passes against the set it was
+    written with and is refused against that name edited."""
+    from mmlocat.utils.records import check_prompt_recipe, templates_sha256
+    record = dict(
+        templates='single',
+        templates_sha256=templates_sha256(['a photo of a {}.']),
+        prompt_style='plain')
+    want = dict(templates='single', prompt_style='plain')
+    check_prompt_recipe(record, 'e.npy', want, 'M',
+                        {'single': ['a photo of a {}.']})
+    with pytest.raises(
+            ValueError,
+            match="e.npy were written with the templates 'single' of "
+            'sha256 .* the set of that name is now'):
+        check_prompt_recipe(record, 'e.npy', want, 'M', {'single': ['a {}.']})

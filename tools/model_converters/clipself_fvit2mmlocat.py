@@ -29,7 +29,7 @@ from collections import Counter
 
 import numpy as np
 
-from mmlocat.datasets.class_file_record import file_record
+from mmlocat.datasets.class_file_record import class_files_of
 from mmlocat.text import (BACKGROUND, load_text_embeddings, read_class_names,
                           save_text_embeddings)
 from mmlocat.text.embeddings import embedding_files
@@ -40,7 +40,7 @@ from mmlocat.utils.converters.clipself_fvit import clipself_fvit_weights
 from mmlocat.utils.output_guard import refuse_output_over_input
 from mmlocat.utils.records import (CLASS_FILES_KEY, CLIPSELF_KEY,
                                    RECORDS_VERSION, VERSION_KEY, file_sha256,
-                                   rows_sha256)
+                                   files_record, rows_sha256)
 
 #: The role of mmlocat.FViT's class embeddings in ``meta['class_files']``
 #: (the box head's ``text_embeddings``).
@@ -143,7 +143,8 @@ def main() -> None:
     meta = {CLIPSELF_KEY: record, VERSION_KEY: RECORDS_VERSION}
     vocabulary = args.export_embeddings or args.text_embeddings
     if vocabulary:
-        meta[CLASS_FILES_KEY] = {ROLE: file_record(ROLE, vocabulary)}
+        meta[CLASS_FILES_KEY] = files_record(
+            class_files_of({ROLE: vocabulary}))
     count = save_converted(weights.state_dict, args.dst, args.src,
                            'clipself_fvit2mmlocat', **meta)
     print(weights.describe())

@@ -6,11 +6,12 @@ from typing import Dict, Optional
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from mmlocat.datasets.class_file_record import (RESUME_FIX, check_class_files,
-                                                class_file_record)
+from mmlocat.datasets.class_file_record import (class_file_record,
+                                                model_class_files)
 from mmlocat.registry import HOOKS
 from mmlocat.utils.records import (CLASS_FILES_KEY, CLIP_RUN_KEY,
-                                   RECORDS_VERSION, VERSION_KEY, check_meta)
+                                   RECORDS_VERSION, RESUME_FIX, VERSION_KEY,
+                                   check_class_files, check_meta)
 
 __all__ = ['RecordHook', 'VocabularyRecordHook', 'CLIPProvenanceHook']
 
@@ -64,7 +65,11 @@ class RecordHook(Hook):
         meta = check_meta(checkpoint.get('meta'), where)
         where = f'{where} (epoch {meta.get("epoch")})'
         check_class_files(
-            runner.model, where, meta=meta, logger='current', fix=RESUME_FIX)
+            model_class_files(runner.model),
+            where,
+            meta=meta,
+            logger='current',
+            fix=RESUME_FIX)
         recorded, now = meta.get(CLIP_RUN_KEY), _clip_records(runner.model)
         if recorded is not None and now is not None and recorded != now:
             raise ValueError(

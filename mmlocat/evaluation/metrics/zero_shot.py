@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 
 from mmlocat.registry import METRICS
-from mmlocat.text import (check_prompt_recipe, load_text_embeddings,
-                          read_text_model, resolve_class_names)
-from mmlocat.utils.records import check_clip_pairing
+from mmlocat.text import (TEMPLATE_SETS, load_text_embeddings, read_text_model,
+                          resolve_class_names)
+from mmlocat.utils.records import check_clip_pairing, check_prompt_recipe
 
 __all__ = ['ZeroShotAccuracy']
 
@@ -71,7 +71,7 @@ class ZeroShotAccuracy(BaseMetric):
         check_prompt_recipe(
             text_model, embeddings,
             dict(templates=templates, prompt_style=prompt_style),
-            'ZeroShotAccuracy')
+            'ZeroShotAccuracy', TEMPLATE_SETS)
         if clip_checkpoint:
             check_clip_pairing(
                 text_model,

@@ -30,13 +30,13 @@ from mmseg.utils import OptConfigType, OptMultiConfig, OptSampleList
 from torch import Tensor
 
 from mmlocat.registry import MODELS
-from mmlocat.text import (BACKGROUND, check_class_name_lines,
-                          check_prompt_recipe, check_same_classes,
+from mmlocat.text import (BACKGROUND, TEMPLATE_SETS, check_class_name_lines,
                           load_query_embeddings, read_class_name_file,
                           read_text_model, sidecar_path)
 from mmlocat.utils.init_info import SummarisedInitInfo
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.records import check_clip_pairing
+from mmlocat.utils.records import (check_clip_pairing, check_prompt_recipe,
+                                   check_same_classes)
 from mmlocat.visualization.palette import class_palette
 from .text_classifier import ZeroShotTextClassifier
 
@@ -191,7 +191,7 @@ class ZeroShotSegmentor(SummarisedInitInfo, BaseSegmentor):
         check_prompt_recipe(
             text_model, text_embeddings,
             dict(templates=templates, prompt_style=prompt_style),
-            'ZeroShotSegmentor')
+            'ZeroShotSegmentor', TEMPLATE_SETS)
         checkpoint = self._tower_checkpoint(backbone)
         if checkpoint:
             check_clip_pairing(
