@@ -4,7 +4,7 @@ documented smoke-trial switches only (docs/tools.md, "Smoke trials"):
 ``--data-root`` plus the overrides listed there; an evaluation-only
 recipe evaluates its model as built (``tools/misc/init_checkpoint.py``).
 The tools run in this process, as ``python tools/train.py ...`` would
-(helpers.smoke).
+(helpers.harness.run_tool).
 
 Not here, for a reason (docs/tools.md): CIFAR-100 (mmpretrain's CIFAR100
 reads only the release's files, by md5), zero-shot segmentation and F-ViT
@@ -13,7 +13,7 @@ from downloaded CLIP text weights)."""
 import os.path as osp
 
 import pytest
-from helpers.smoke import run_script
+from helpers.harness import run_tool
 
 from mmlocat.testing import DEFAULT_SUBDIRS, generate
 
@@ -75,11 +75,8 @@ def tiny_root(tmp_path_factory):
     'family,config,options', TRAIN, ids=[t[0] for t in TRAIN])
 def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
     work = str(tmp_path / 'work')
-    code, out = run_script('tools/train.py', [
-        config, '--data-root', tiny_root, '--work-dir', work, '--cfg-options',
-        *options
-    ])
-    assert code in (0, None), out[-6000:]
+    out = run_tool('tools/train.py', config, '--data-root', tiny_root,
+                   '--work-dir', work, '--cfg-options', *options).ok()
     assert '--data-root: ' in out
     if family == 'locat-upernet':  # each moved path is printed
         assert ('--data-root: train_dataloader.dataset.data_root: '
@@ -96,16 +93,12 @@ def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
     'family,config,options', TEST, ids=[t[0] for t in TEST])
 def test_evaluate_once(family, config, options, tiny_root, tmp_path):
     checkpoint = str(tmp_path / 'init.pth')
-    code, out = run_script('tools/misc/init_checkpoint.py',
-                           [config, checkpoint])
-    assert code in (0, None), out[-6000:]
+    run_tool('tools/misc/init_checkpoint.py', config, checkpoint).ok()
     args = [
         config, checkpoint, '--data-root', tiny_root, '--work-dir',
         str(tmp_path / 'work')
     ]
-    code, out = run_script(
-        'tools/test.py',
-        args + (['--cfg-options', *options] if options else []))
-    assert code in (0, None), out[-6000:]
+    out = run_tool('tools/test.py', *args +
+                   (['--cfg-options', *options] if options else [])).ok()
     assert '--data-root: ' in out
     assert 'Epoch(test) [' in out, out[-3000:]
