@@ -12,11 +12,10 @@ FLOPs agree within 1 %; LocAtViT-T's numbers equal a fresh
 import glob
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import pytest
 import yaml
+from helpers.harness import run_tool
 
 import mmlocat
 
@@ -149,14 +148,9 @@ def test_vit_t_counts_match_mmpretrain_deit_tiny():
 @pytest.mark.e2e
 def test_stated_counts_are_a_fresh_count(subprocess_env):
     tool = osp.join(REPO, 'tools', 'analysis_tools', 'get_flops.py')
-    proc = subprocess.run([
-        sys.executable, tool, '--metafiles',
-        osp.join(REPO, 'configs', 'locat', 'metafile.yml'), '--check',
-        '--only', 'locat-t_8xb128_in1k', 'probe_locat-t_ade20k'
-    ],
-                          capture_output=True,
-                          text=True,
-                          env=subprocess_env,
-                          timeout=300)
+    proc = run_tool(tool, '--metafiles',
+                    osp.join(REPO, 'configs', 'locat',
+                             'metafile.yml'), '--check', '--only',
+                    'locat-t_8xb128_in1k', 'probe_locat-t_ade20k')
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert proc.stdout.count("'Parameters'") == 2

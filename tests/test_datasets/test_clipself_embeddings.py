@@ -8,7 +8,6 @@ import hashlib
 import importlib.util
 import json
 import os.path as osp
-import subprocess
 import sys
 import zipfile
 
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.fvit import build_detector, tiny_fvit_cfg
+from helpers.harness import run_tool
 
 from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
                                       OV_COCO_NOVEL_CLASSES)
@@ -127,14 +127,8 @@ def test_converter_writes_what_the_fvit_head_reads(tmp_path, repo_root,
     classes.write_text(json.dumps(list(OV_COCO_CLASSES)))
     ann = ovrcnn_val_file(tmp_path / 'instances_val2017_all_2.json')
     out = str(tmp_path / 'emb' / 'ov-coco_eva02-clip-b16.npy')
-    proc = subprocess.run([
-        sys.executable, TOOL, src, out, '--class-names',
-        str(classes), '--ann-file', ann, '--model', 'EVA02-B-16'
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True)
+    proc = run_tool(TOOL, src, out, '--class-names', classes, '--ann-file',
+                    ann, '--model', 'EVA02-B-16')
     assert proc.returncode == 0, proc.stderr
     emb, bg, names = load_text_embeddings(out, OV_COCO_CLASSES)
     np.testing.assert_allclose(

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+from helpers.harness import run_tool
 from safetensors.torch import save_file
 
 from mmlocat.utils.checkpoint_io import (CheckpointWriteError, read_checkpoint,
@@ -170,11 +171,7 @@ def test_clip_torchscript_with_nan_is_refused(tmp_path, repo_root,
     dst = str(tmp_path / 'out.pth')
     script = osp.join(repo_root, 'tools', 'model_converters',
                       'clip2mmlocat.py')
-    proc = subprocess.run(
-        [sys.executable, script, src, dst, *converter_args(script)],
-        capture_output=True,
-        text=True,
-        env=subprocess_env)
+    proc = run_tool(script, src, dst, *converter_args(script))
     assert proc.returncode == 2, proc.stderr
     errors = [
         line for line in proc.stderr.splitlines()

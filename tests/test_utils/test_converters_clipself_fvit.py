@@ -10,7 +10,6 @@ converted detector must give F-ViT's detections.
 import importlib.util
 import json
 import os.path as osp
-import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +19,7 @@ from helpers.clipself_reference import (FViTReference, mmcv_checkpoint,
                                         randomise_, rope_tables)
 from helpers.fvit import (CHANNELS, EMBED, NORM, TINY, TINY_ARCH, TINY_MASK,
                           build_detector, shipped_config_path)
+from helpers.harness import run_tool
 from mmdet.registry import MODELS
 from mmdet.structures import DetDataSample
 from mmengine.config import Config
@@ -343,14 +343,6 @@ def test_bad_inputs(coco):
     }).state_dict.keys() == coco['weights'].state_dict.keys()
 
 
-def run_tool(args, env, cwd):
-    return subprocess.run([sys.executable, TOOL, *args],
-                          cwd=cwd,
-                          env=env,
-                          capture_output=True,
-                          text=True)
-
-
 @pytest.mark.e2e
 def test_converter_tool(coco, subprocess_env, repo_root):
     tmp, src = coco['tmp'], coco['src']
@@ -358,11 +350,9 @@ def test_converter_tool(coco, subprocess_env, repo_root):
     export = str(tmp / 'exported.npy')
     classes = tmp / 'mscoco_65_classes.json'
     classes.write_text(json.dumps(coco['names']))
-    proc = run_tool([
-        src, dst, '--text-embeddings', coco['emb'], '--export-embeddings',
-        export, '--class-names',
-        str(classes)
-    ], subprocess_env, repo_root)
+    proc = run_tool(TOOL, src, dst, '--text-embeddings', coco['emb'],
+                    '--export-embeddings', export, '--class-names',
+                    str(classes))
     assert proc.returncode == 0, proc.stderr
     assert 'dropped 2 (fc_cls)' in proc.stdout
     assert 'dropped 25 (rope)' in proc.stdout
@@ -400,7 +390,7 @@ def test_converter_tool(coco, subprocess_env, repo_root):
             for k, v in coco['ref'].state_dict().items()
             if k.startswith('backbone.visual.')
         }, str(eva))
-    proc = run_tool([str(eva), str(tmp / 'x.pth')], subprocess_env, repo_root)
+    proc = run_tool(TOOL, str(eva), str(tmp / 'x.pth'))
     assert proc.returncode == 2
     assert proc.stderr.startswith('clipself_fvit2mmlocat: error: ')
     assert 'EVA02_CLIP_B_psz16_s8B.pt: not a CLIPSelf F-ViT' in proc.stderr

@@ -3,13 +3,12 @@ bare backbones and DINO's training checkpoints (main_dino.py's layout,
 built here at random init)."""
 import argparse
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from helpers.harness import run_tool
 from helpers.references import spec_lazy_strike
 from helpers.tiny_archs import DINO_S2
 from timm.models.vision_transformer import VisionTransformer as TimmViT
@@ -97,13 +96,7 @@ def test_cli_with_prefix(dino, tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'dino_deitsmall8.pth')
     dst = osp.join(tmp_path, 'dino_mmlocat.pth')
     torch.save(dino.state_dict(), src)
-    proc = subprocess.run(
-        [sys.executable, 'tools/model_converters/dino2mmlocat.py', src, dst],
-        cwd=repo_root,
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=300)
+    proc = run_tool('tools/model_converters/dino2mmlocat.py', src, dst)
     assert proc.returncode == 0, proc.stderr
     model = lastvit(
         init_cfg=dict(type='Pretrained', checkpoint=dst, prefix='backbone.'))
@@ -203,14 +196,7 @@ def _small_lastvit(**kwargs):
     return LaStViT(arch=DINO_S2, img_size=224, patch_size=16, **kwargs).eval()
 
 
-def _run_tool(repo_root, env, *args):
-    return subprocess.run(
-        [sys.executable, 'tools/model_converters/dino2mmlocat.py', *args],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300)
+CONVERTER = 'tools/model_converters/dino2mmlocat.py'
 
 
 @pytest.mark.parametrize('key', ['teacher', 'student'])
@@ -221,7 +207,7 @@ def test_cli_converts_dino_training_checkpoints(dino_training_checkpoint,
     src, student, teacher = dino_training_checkpoint
     dst = str(tmp_path / f'{key}.pth')
     extra = [] if key == 'teacher' else ['--checkpoint-key', 'student']
-    proc = _run_tool(repo_root, subprocess_env, src, dst, *extra)
+    proc = run_tool(CONVERTER, src, dst, *extra)
     assert proc.returncode == 0, proc.stderr
     assert (f"DINO training checkpoint (epoch 81, arch vit_small, patch "
             f"16): the {key}'s backbone") in proc.stdout
@@ -271,8 +257,8 @@ def test_cli_refuses_what_it_cannot_read(dino_training_checkpoint, tmp_path,
     checkpoint = read_checkpoint(src, safe_globals=[argparse.Namespace])
     partial = tmp_path / 'teacher_only.pth'
     torch.save(dict(teacher=checkpoint['teacher'], epoch=3), partial)
-    proc = _run_tool(repo_root, subprocess_env, str(partial),
-                     str(tmp_path / 'o.pth'), '--checkpoint-key', 'student')
+    proc = run_tool(CONVERTER, str(partial), str(tmp_path / 'o.pth'),
+                    '--checkpoint-key', 'student')
     assert proc.returncode == 2 and 'Traceback' not in proc.stderr
     assert "dino2mmlocat: error:" in proc.stderr
     assert "without 'student'" in proc.stderr

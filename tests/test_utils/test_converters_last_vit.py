@@ -1,10 +1,9 @@
 """torchvision ViT -> mmpretrain keys (mmlocat.utils.converters.last_vit)."""
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers.harness import run_tool
 from torchvision.models.vision_transformer import \
     VisionTransformer as TorchvisionViT
 
@@ -95,15 +94,8 @@ def test_cli_reports_bad_input(tmp_path, repo_root, subprocess_env):
     torch.save({'foo': torch.zeros(1)}, src)
     for path, message in [(src, 'torchvision VisionTransformer format'),
                           (src + '.missing', 'checkpoint not found')]:
-        proc = subprocess.run([
-            sys.executable, 'tools/model_converters/last_vit2mmlocat.py', path,
-            dst
-        ],
-                              cwd=repo_root,
-                              env=subprocess_env,
-                              capture_output=True,
-                              text=True,
-                              timeout=300)
+        proc = run_tool('tools/model_converters/last_vit2mmlocat.py', path,
+                        dst)
         assert proc.returncode != 0
         assert message in proc.stderr and 'Traceback' not in proc.stderr
         assert not osp.exists(dst)

@@ -1,10 +1,9 @@
 """ViT / DeiT / LocAtViT checkpoint conversion into mmlocat's LocAtViT."""
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers.harness import run_tool
 
 import mmlocat  # noqa: F401
 from mmlocat.utils.checkpoint_io import load_state_dict_reported
@@ -144,15 +143,8 @@ def test_bad_checkpoints_raise(tmp_path, repo_root, subprocess_env):
 
     bad = str(tmp_path / 'resnet.pth')
     torch.save({'state_dict': {'conv1.weight': torch.zeros(2)}}, bad)
-    proc = subprocess.run([
-        sys.executable,
-        osp.join('tools', 'model_converters', 'locat2mmlocat.py'), bad,
-        str(tmp_path / 'out.pth')
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True)
+    proc = run_tool('tools/model_converters/locat2mmlocat.py', bad,
+                    tmp_path / 'out.pth')
     assert proc.returncode != 0
     assert 'unknown checkpoint format' in proc.stderr
     assert not osp.exists(tmp_path / 'out.pth')

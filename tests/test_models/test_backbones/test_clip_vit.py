@@ -1,12 +1,11 @@
 """CLIPViT against an independent OpenAI-CLIP image-tower reference."""
 import json
 import os.path as osp
-import subprocess
-import sys
 from collections import OrderedDict
 
 import pytest
 import torch
+from helpers.harness import run_tool
 from helpers.references import spec_lazy_strike
 from torch import nn
 
@@ -121,16 +120,7 @@ def full_clip_state_dict(visual):
     return sd
 
 
-def run_converter(args, repo_root, env):
-    """``tools/model_converters/clip2mmlocat.py ARGS`` in a subprocess."""
-    return subprocess.run(
-        [sys.executable, 'tools/model_converters/clip2mmlocat.py'] +
-        [str(a) for a in args],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300)
+CONVERTER = 'tools/model_converters/clip2mmlocat.py'
 
 
 @pytest.mark.parametrize('pooling', ['cls', 'lazy_strike'])
@@ -151,8 +141,7 @@ def test_cli_converts_full_clip_checkpoint(reference, tmp_path, repo_root,
     src = osp.join(tmp_path, 'clip.pt')
     dst = osp.join(tmp_path, 'clip_mmlocat.pth')
     torch.save(full_clip_state_dict(reference), src)
-    proc = run_converter([src, dst, '--act', 'quick_gelu'], repo_root,
-                         subprocess_env)
+    proc = run_tool(CONVERTER, src, dst, '--act', 'quick_gelu')
     assert proc.returncode == 0, proc.stderr
     sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
     assert all(k.startswith('backbone.') for k in sd)
@@ -217,8 +206,7 @@ def test_cli_reads_openai_torchscript_archive(reference, tmp_path, repo_root,
     dst = osp.join(tmp_path, 'converted.pth')
     x = torch.randn(1, 3, 32, 32)
     torch.jit.save(torch.jit.trace(reference, x), src)
-    proc = run_converter([src, dst, '--prefix', '', '--act', 'quick_gelu'],
-                         repo_root, subprocess_env)
+    proc = run_tool(CONVERTER, src, dst, '--prefix', '', '--act', 'quick_gelu')
     assert proc.returncode == 0, proc.stderr
     sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
     model = clip_vit(pooling='cls')
@@ -234,8 +222,7 @@ def test_cli_needs_the_activation(reference, tmp_path, repo_root,
     """The weights do not say QuickGELU or GELU: no silent guess."""
     src = osp.join(tmp_path, 'clip.pt')
     torch.save(full_clip_state_dict(reference), src)
-    proc = run_converter([src, osp.join(tmp_path, 'out.pth')], repo_root,
-                         subprocess_env)
+    proc = run_tool(CONVERTER, src, osp.join(tmp_path, 'out.pth'))
     assert proc.returncode != 0
     assert 'one of the arguments --model --model-config --act is required' \
         in proc.stderr
@@ -291,8 +278,7 @@ def test_cli_reads_activation_and_shapes_from_a_model_config(
     cfg.write_text(
         json.dumps(dict(embed_dim=OUT, quick_gelu=True, vision_cfg=vision)))
     dst = osp.join(tmp_path, 'out.pth')
-    proc = run_converter([src, dst, '--model-config', cfg], repo_root,
-                         subprocess_env)
+    proc = run_tool(CONVERTER, src, dst, '--model-config', cfg)
     assert proc.returncode == 0, proc.stderr
     meta = torch.load(dst, map_location='cpu', weights_only=True)['meta']
     assert meta['clip']['name'] == 'tiny-quickgelu'
@@ -300,8 +286,7 @@ def test_cli_reads_activation_and_shapes_from_a_model_config(
     # A config that disagrees with the weights is refused, naming both.
     cfg.write_text(
         json.dumps(dict(embed_dim=OUT, vision_cfg=dict(vision, layers=3))))
-    proc = run_converter([src, dst, '--model-config', cfg], repo_root,
-                         subprocess_env)
+    proc = run_tool(CONVERTER, src, dst, '--model-config', cfg)
     assert proc.returncode != 0
     assert 'the model config says vision layers 3, the weights have 2' in \
         proc.stderr

@@ -1,12 +1,11 @@
 """EVA02CLIPViT against an independent tiny EVA02-CLIP image tower."""
 import os.path as osp
-import subprocess
-import sys
 from collections import OrderedDict
 
 import pytest
 import torch
 from helpers.clipself_reference import EVAVisual, randomise_, rope_tables
+from helpers.harness import run_tool
 from torch import nn
 
 import mmlocat  # noqa: F401  (registers the mmlocat scope)
@@ -144,15 +143,7 @@ def test_cli_converts_full_eva_checkpoint(reference, tmp_path, repo_root,
     src = osp.join(tmp_path, 'EVA02_CLIP_tiny.pt')
     dst = osp.join(tmp_path, 'eva_mmlocat.pth')
     torch.save(full_eva_clip_state_dict(reference), src)
-    proc = subprocess.run([
-        sys.executable, 'tools/model_converters/eva02_clip2mmlocat.py', src,
-        dst
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True,
-                          timeout=300)
+    proc = run_tool('tools/model_converters/eva02_clip2mmlocat.py', src, dst)
     assert proc.returncode == 0, proc.stderr
     sd = torch.load(dst, map_location='cpu', weights_only=True)['state_dict']
     assert all(k.startswith('backbone.') for k in sd)
@@ -173,15 +164,8 @@ def test_cli_converts_full_eva_checkpoint(reference, tmp_path, repo_root,
 def test_cli_rejects_unknown_format(tmp_path, repo_root, subprocess_env):
     src = osp.join(tmp_path, 'other.pth')
     torch.save({'conv.weight': torch.zeros(2, 2)}, src)
-    proc = subprocess.run([
-        sys.executable, 'tools/model_converters/eva02_clip2mmlocat.py', src,
-        osp.join(tmp_path, 'out.pth')
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True,
-                          timeout=300)
+    proc = run_tool('tools/model_converters/eva02_clip2mmlocat.py', src,
+                    osp.join(tmp_path, 'out.pth'))
     assert proc.returncode != 0
     assert 'EVA02-CLIP image tower' in proc.stderr
     assert not osp.exists(osp.join(tmp_path, 'out.pth'))

@@ -1,10 +1,9 @@
 """LaStViT: parity with the public torchvision model, API for all hosts."""
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers.harness import run_tool
 from helpers.references import spec_lazy_strike
 from helpers.tiny_archs import tiny_vit
 from torchvision.models.vision_transformer import \
@@ -83,14 +82,7 @@ def test_torchvision_parity_through_cli(torchvision_vit, prefix, tmp_path,
         prefix + k: v
         for k, v in torchvision_vit.state_dict().items()
     }, src)
-    proc = subprocess.run([
-        sys.executable, 'tools/model_converters/last_vit2mmlocat.py', src, dst
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True,
-                          timeout=300)
+    proc = run_tool('tools/model_converters/last_vit2mmlocat.py', src, dst)
     assert proc.returncode == 0, proc.stderr
     ckpt = torch.load(dst, map_location='cpu', weights_only=True)
     model = build_model(ACCEPTANCE_CFG)

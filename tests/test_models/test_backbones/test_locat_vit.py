@@ -2,13 +2,11 @@
 with the public timm-based model
 (``docs/method.md#gaug-gaussian-locality-bias``, ``docs/method.md#prr``)."""
 import math
-import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.harness import run_tool
 from helpers.tiny_archs import TINY_VIT
 from torch import nn
 
@@ -410,14 +408,7 @@ def test_parity_with_public_model_via_cli(tmp_path, repo_root, subprocess_env,
     else:
         torch.save({'model': state}, src)
     dst = str(tmp_path / 'converted.pth')
-    proc = subprocess.run([
-        sys.executable,
-        osp.join('tools', 'model_converters', 'locat2mmlocat.py'), src, dst
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True)
+    proc = run_tool('tools/model_converters/locat2mmlocat.py', src, dst)
     assert proc.returncode == 0, proc.stderr
     assert 'GAug weights: yes' in proc.stdout
     state_dict = torch.load(dst, weights_only=True)['state_dict']
