@@ -97,3 +97,48 @@ def isolate_signal_handlers():
         if signal.getsignal(signum) != handler:
             signal.signal(signum, handler)
     preemption_hook._fork_policy.update(signals=(), previous={})
+
+
+@pytest.fixture(autouse=True, scope='session')
+def cached_pkg_config_lookups():
+    """mmengine's ``pkg::name`` look-up, once per name for the session, in
+    every ``Config.fromfile`` of the test process (a tool run in-process,
+    a derived tiny config whose ``_base_`` is a shipped one): mmengine
+    parses all ~60 metafiles of mmseg / mmdet on each look-up (also for
+    each ``_base_``, where it fails and falls back to the base path),
+    ~6 s of every such load on this CI's CPU. The installed packages'
+    metafiles do not change during a session; a failed look-up raises the
+    same error again. Likewise mmengine's ``is_installed(package)`` check
+    before each look-up (it reloads ``pkg_resources``, ~0.1 s a call, 400
+    calls to load the shipped configs): a package found once stays
+    installed; one not found is asked again."""
+    import functools
+    from unittest import mock
+
+    from mmengine.config.utils import _get_external_cfg_path
+    from mmengine.utils import is_installed
+
+    found = set()
+
+    def installed(package: str) -> bool:
+        if package not in found and is_installed(package):
+            found.add(package)
+        return package in found
+
+    @functools.lru_cache(maxsize=None)
+    def lookup(package_path: str, cfg_file: str):
+        try:
+            return _get_external_cfg_path(package_path, cfg_file), None
+        except ValueError as err:
+            return None, err
+
+    def cached(package_path: str, cfg_file: str) -> str:
+        path, err = lookup(package_path, cfg_file)
+        if err is not None:
+            raise err
+        return path
+
+    with mock.patch('mmengine.config.config._get_external_cfg_path',
+                    cached), \
+            mock.patch('mmengine.config.config.is_installed', installed):
+        yield

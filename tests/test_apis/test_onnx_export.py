@@ -20,6 +20,8 @@ from mmlocat.apis.onnx_export import (build_export_model, lowpass_as_matmul,
                                       run_onnx)
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
 
+LOCAT_T = 'configs/locat/locat-t_8xb128_in1k.py'
+UPERNET_LOCAT_B = 'configs/locat/upernet_locat-b_ade20k.py'
 TINY_CLS = dict(
     model=dict(
         backbone=dict(
@@ -62,6 +64,27 @@ def _checkpoint(cfg_path, tmp_path):
     return ckpt
 
 
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory, repo_root):
+    """``tiny(base)``: ``(config, checkpoint)`` of the tiny model of the
+    shipped config ``base`` (a classifier or a UperNet), made once for the
+    module's tests (none of them changes the files)."""
+    made = {}
+
+    def get(base):
+        if base not in made:
+            root = tmp_path_factory.mktemp('onnx_tiny')
+            if 'upernet' in base:
+                cfg = write_tiny_config(
+                    osp.join(repo_root, base), str(root / 'seg.py'), str(root))
+            else:
+                cfg = _write_cls(root, repo_root, base)
+            made[base] = cfg, _checkpoint(cfg, root)
+        return made[base]
+
+    return get
+
+
 def _reference(cfg_path, ckpt, inputs):
     """PyTorch with the config's own kernels (no export substitutes)."""
     from mmengine.config import Config
@@ -97,14 +120,12 @@ def _export_and_check(tool, monkeypatch, capsys, cfg, ckpt, out, hw, batch,
     return got
 
 
-@pytest.mark.parametrize('base', [
-    'configs/locat/locat-t_8xb128_in1k.py',
-    'configs/last/last-b_8xb512_in1k.py'
-])
-def test_classifier_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
+@pytest.mark.parametrize('base',
+                         [LOCAT_T, 'configs/last/last-b_8xb512_in1k.py'])
+def test_classifier_round_trip(base, tmp_path, repo_root, monkeypatch, capsys,
+                               tiny):
     tool = _tool(repo_root)
-    cfg = _write_cls(tmp_path, repo_root, base)
-    ckpt = _checkpoint(cfg, tmp_path)
+    cfg, ckpt = tiny(base)
     for hw in ((64, 64), (48, 80)):  # training grid and another one
         got = _export_and_check(tool, monkeypatch, capsys, cfg, ckpt,
                                 str(tmp_path / f'm{hw[0]}.onnx'), hw, 3,
@@ -113,15 +134,12 @@ def test_classifier_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize('base', [
-    'configs/locat/upernet_locat-b_ade20k.py',
-    'configs/last/upernet_last-b_ade20k.py'
-])
+@pytest.mark.parametrize(
+    'base', [UPERNET_LOCAT_B, 'configs/last/upernet_last-b_ade20k.py'])
 @pytest.mark.slow
-def test_upernet_round_trip(base, tmp_path, repo_root, monkeypatch, capsys):
-    cfg = write_tiny_config(
-        osp.join(repo_root, base), str(tmp_path / 'seg.py'), str(tmp_path))
-    ckpt = _checkpoint(cfg, tmp_path)
+def test_upernet_round_trip(base, tmp_path, repo_root, monkeypatch, capsys,
+                            tiny):
+    cfg, ckpt = tiny(base)
     tool = _tool(repo_root)
     # UPerHead's pooling (scales 1, 2, 3, 6) needs stride-32 sides that
     # every scale divides: inputs in multiples of 192
@@ -146,11 +164,9 @@ def test_lowpass_as_matmul_equals_fft():
 
 
 def test_refuses_detectors_and_partial_checkpoints(tmp_path, repo_root,
-                                                   monkeypatch, capsys):
+                                                   monkeypatch, capsys, tiny):
     tool = _tool(repo_root)
-    cfg = _write_cls(tmp_path, repo_root,
-                     'configs/locat/locat-t_8xb128_in1k.py')
-    ckpt = _checkpoint(cfg, tmp_path)
+    cfg, ckpt = tiny(LOCAT_T)
     state = torch.load(ckpt, weights_only=False)
     state['state_dict'].pop('head.layers.head.weight')
     partial = str(tmp_path / 'partial.pth')
@@ -169,21 +185,14 @@ def test_refuses_detectors_and_partial_checkpoints(tmp_path, repo_root,
         assert 'pytorch2onnx.py: error:' in err and message in err, err
 
 
-def _tiny_upernet(repo_root, tmp_path):
-    return write_tiny_config(
-        osp.join(repo_root, 'configs/locat/upernet_locat-b_ade20k.py'),
-        str(tmp_path / 'seg.py'), str(tmp_path))
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.slow
 def test_upernet_sizes_it_cannot_export_are_refused_in_one_line(
-        tmp_path, repo_root, monkeypatch, capsys):
+        tmp_path, repo_root, monkeypatch, capsys, tiny):
     """500x333, 512 and 16 gave torch's raw error (at 500x333 with the
     whole traced graph); now one line says why and which sizes work, and
     the suggested size exports."""
-    cfg = _tiny_upernet(repo_root, tmp_path)
-    ckpt = _checkpoint(cfg, tmp_path)
+    cfg, ckpt = tiny(UPERNET_LOCAT_B)
     tool = _tool(repo_root)
     out = str(tmp_path / 'x.onnx')
     for hw, why, nearest in (
@@ -224,24 +233,22 @@ def test_upernet_sizes_it_cannot_export_are_refused_in_one_line(
 
 
 def test_classifier_exports_at_any_size(tmp_path, repo_root, monkeypatch,
-                                        capsys):
+                                        capsys, tiny):
     """No adaptive pooling: sizes that are no multiple of the patch size
     (padded grid) and a one-patch input export and equal PyTorch."""
     tool = _tool(repo_root)
-    cfg = _write_cls(tmp_path, repo_root,
-                     'configs/locat/locat-t_8xb128_in1k.py')
-    ckpt = _checkpoint(cfg, tmp_path)
+    cfg, ckpt = tiny(LOCAT_T)
     for hw in ((333, 500), (16, 16)):
         got = _export_and_check(tool, monkeypatch, capsys, cfg, ckpt,
                                 str(tmp_path / f'c{hw[0]}.onnx'), hw, 1)
         assert got.shape == (1, 5)
 
 
-def test_exporter_error_is_one_line(tmp_path, repo_root):
+def test_exporter_error_is_one_line(tmp_path, tiny):
     """An export that torch itself refuses ends in one short line, not the
     traced graph."""
     from mmlocat.apis.onnx_export import export_onnx
-    cfg = _tiny_upernet(repo_root, tmp_path)
+    cfg, _ = tiny(UPERNET_LOCAT_B)
     module, _ = build_export_model(cfg, None)
     # the pooling check passes (192 is exportable), the exporter fails:
     # opset 7 has no operator for the model's attention

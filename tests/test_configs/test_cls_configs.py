@@ -9,6 +9,7 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
+from checkpoint_makers import load_config
 from helpers.tiny_archs import TINY_VIT
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
@@ -31,16 +32,11 @@ EXPECTED = {
     'locat-b_8xb128_in1k.py': ('b', 0.4, 768),
 }
 
-_LOADED = {}
-
 
 def load(name: str) -> Config:
-    """Load once per session (resolving mmpretrain:: bases is slow)."""
-    if name not in _LOADED:
-        folder = 'last' if name in LAST else 'locat'
-        _LOADED[name] = Config.fromfile(
-            osp.join(REPO, 'configs', folder, name))
-    return copy.deepcopy(_LOADED[name])
+    """A copy of the shipped config (parsed once per session)."""
+    folder = 'last' if name in LAST else 'locat'
+    return load_config(osp.join('configs', folder, name))
 
 
 def test_expected_configs_exist():

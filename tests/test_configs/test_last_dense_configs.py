@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from _cfg_diff import diff
+from checkpoint_makers import load_config
 from helpers.tiny_archs import tiny_vit
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
@@ -57,7 +58,7 @@ ZERO_SHOT = [(t, d) for t in TOWERS for d in DATASETS]
 
 
 def _load(name):
-    return Config.fromfile(osp.join(LAST, name))
+    return load_config(osp.join(LAST, name))
 
 
 def _without_last_parts(cfg):

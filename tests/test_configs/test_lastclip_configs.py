@@ -5,6 +5,7 @@ import os.path as osp
 
 import pytest
 import torch
+from checkpoint_makers import load_config
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
@@ -29,7 +30,7 @@ LARGE = ('l14', 'eva02-l14-336')
 
 
 def _cfg(repo_root, name):
-    return Config.fromfile(osp.join(repo_root, 'configs/last', name + '.py'))
+    return load_config(osp.join(repo_root, 'configs/last', name + '.py'))
 
 
 @pytest.mark.parametrize('name', sorted(RECIPES))
@@ -144,7 +145,7 @@ def test_readme_makes_every_checkpoint_the_ov_configs_name(repo_root):
         for pooling in ('last', 'cls'):
             run = name.replace('clip_last-', f'clip_{pooling}-')
             for task in ('ov-coco', 'ov-lvis'):
-                ov_cfg = Config.fromfile(
+                ov_cfg = load_config(
                     osp.join(
                         repo_root, 'configs/ovd',
                         f'{ov.replace("_last-", f"_{pooling}-")}_'

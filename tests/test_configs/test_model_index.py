@@ -146,7 +146,7 @@ def test_vit_t_counts_match_mmpretrain_deit_tiny():
 
 
 @pytest.mark.e2e
-def test_stated_counts_are_a_fresh_count(subprocess_env):
+def test_stated_counts_are_a_fresh_count():
     tool = osp.join(REPO, 'tools', 'analysis_tools', 'get_flops.py')
     proc = run_tool(tool, '--metafiles',
                     osp.join(REPO, 'configs', 'locat',

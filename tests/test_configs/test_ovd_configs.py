@@ -4,7 +4,7 @@ import os.path as osp
 
 import pytest
 from _cfg_diff import diff, flat
-from mmengine.config import Config
+from checkpoint_makers import load_config
 
 from mmlocat.datasets.ov_coco import (OV_COCO_BASE_CLASSES, OV_COCO_CLASSES,
                                       OV_COCO_NOVEL_CLASSES)
@@ -28,14 +28,14 @@ CLIP_MEAN, CLIP_STD = [122.771, 116.746, 104.094], [68.501, 66.632, 70.323]
 
 
 def _load(repo_root, name):
-    return Config.fromfile(osp.join(repo_root, 'configs/ovd', name + '.py'))
+    return load_config(osp.join(repo_root, 'configs/ovd', name + '.py'))
 
 
 def test_all_configs_load(repo_root):
     files = sorted(glob.glob(osp.join(repo_root, 'configs/ovd/*.py')))
     assert len(files) == 25
     for path in files:
-        cfg = Config.fromfile(path)
+        cfg = load_config(path)
         assert cfg.default_scope == 'mmdet'
         assert cfg.custom_imports.imports == ['mmlocat']
         assert cfg.model.type == 'mmlocat.FViT'

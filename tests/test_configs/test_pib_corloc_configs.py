@@ -4,8 +4,8 @@ import os.path as osp
 import pytest
 import torch
 from _cfg_diff import diff
+from checkpoint_makers import load_config
 from helpers.tiny_archs import tiny_vit
-from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
 CONFIGS = ('pib_last-b_in1k.py', 'pib_vit-b_in1k.py', 'corloc_dino-s_voc07.py')
@@ -14,7 +14,7 @@ TINY = tiny_vit(num_layers=1)
 
 @pytest.mark.parametrize('name', CONFIGS)
 def test_config_loads_and_builds(name, repo_root):
-    cfg = Config.fromfile(osp.join(repo_root, 'configs', 'last', name))
+    cfg = load_config(osp.join(repo_root, 'configs', 'last', name))
     assert cfg.default_scope == 'mmpretrain'
     assert cfg.custom_imports['imports'] == ['mmlocat']
     assert cfg.model.type == 'mmlocat.PatchScoreClassifier'
@@ -48,7 +48,7 @@ def test_config_loads_and_builds(name, repo_root):
 
 def _diff(repo_root, a, b):
     folder = osp.join(repo_root, 'configs', 'last')
-    return diff(*(Config.fromfile(osp.join(folder, name)).to_dict()
+    return diff(*(load_config(osp.join(folder, name)).to_dict()
                   for name in (a, b)))
 
 

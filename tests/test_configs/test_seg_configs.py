@@ -7,6 +7,7 @@ import os.path as osp
 
 import pytest
 import torch
+from checkpoint_makers import load_config
 from helpers.shrink import tiny_backbone, tiny_head
 from helpers.tiny_archs import tiny_vit
 from mmengine.config import Config
@@ -40,14 +41,10 @@ IMAGENET_MEAN = [123.675, 116.28, 103.53]
 IMAGENET_STD = [58.395, 57.12, 57.375]
 TINY = tiny_vit(num_layers=4)
 
-_LOADED = {}
-
 
 def load(name: str) -> Config:
-    """Load once per session (resolving mmseg:: bases is slow)."""
-    if name not in _LOADED:
-        _LOADED[name] = Config.fromfile(osp.join(REPO, 'configs', name))
-    return copy.deepcopy(_LOADED[name])
+    """A copy of the shipped config (parsed once per session)."""
+    return load_config(osp.join('configs', name))
 
 
 def parse(name: str):

@@ -1,7 +1,8 @@
 """mmlocat's runtime (issue 37): what ``runner_type =
-'mmlocat.MMLocatRunner'`` adds to a config, every shipped recipe declaring
-it, and the seed a resumed run takes from its checkpoint."""
-import glob
+'mmlocat.MMLocatRunner'`` adds to a config and the seed a resumed run takes
+from its checkpoint. That every shipped recipe declares it is
+tests/test_configs/test_shipped_runtime.py (beside the session's parsed
+configs)."""
 import logging
 import os.path as osp
 
@@ -76,23 +77,6 @@ def test_other_loops_and_hooks_are_kept():
         dict(type='mmlocat.WeightsOnlyCheckpointHook'),
         dict(type='mmlocat.RecordHook')
     ]
-
-
-@pytest.mark.slow
-def test_every_shipped_recipe_declares_the_runtime():
-    """Every config under configs/ (not the bases) has the runtime line,
-    through configs/_base_/mmlocat_runtime.py."""
-    leaves = [
-        f for f in glob.glob(
-            osp.join(REPO, 'configs', '**', '*.py'), recursive=True)
-        if '/_base_/' not in f
-    ]
-    assert len(leaves) > 150
-    missing = [
-        osp.relpath(f, REPO) for f in leaves
-        if Config.fromfile(f).get('runner_type') != RUNNER_TYPE
-    ]
-    assert missing == []
 
 
 def test_a_resumed_run_takes_its_checkpoints_seed(tmp_path):
