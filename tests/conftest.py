@@ -112,10 +112,9 @@ def cached_pkg_config_lookups():
     before each look-up (it reloads ``pkg_resources``, ~0.1 s a call, 400
     calls to load the shipped configs): a package found once stays
     installed; one not found is asked again."""
-    import functools
     from unittest import mock
 
-    from mmengine.config.utils import _get_external_cfg_path
+    from helpers.harness import EXTERNAL_CFG_PATH, cached_external_cfg_path
     from mmengine.utils import is_installed
 
     found = set()
@@ -125,20 +124,6 @@ def cached_pkg_config_lookups():
             found.add(package)
         return package in found
 
-    @functools.lru_cache(maxsize=None)
-    def lookup(package_path: str, cfg_file: str):
-        try:
-            return _get_external_cfg_path(package_path, cfg_file), None
-        except ValueError as err:
-            return None, err
-
-    def cached(package_path: str, cfg_file: str) -> str:
-        path, err = lookup(package_path, cfg_file)
-        if err is not None:
-            raise err
-        return path
-
-    with mock.patch('mmengine.config.config._get_external_cfg_path',
-                    cached), \
+    with mock.patch(EXTERNAL_CFG_PATH, cached_external_cfg_path), \
             mock.patch('mmengine.config.config.is_installed', installed):
         yield
