@@ -28,7 +28,7 @@ from mmengine.logging import print_log
 from mmlocat.text import (BACKGROUND, read_text_model, resolve_class_names,
                           sidecar_path)
 from mmlocat.utils.pretrained import is_pretrained_cfg
-from mmlocat.utils.records import (CLIP_KEY, file_sha256, file_text_sha256,
+from mmlocat.utils.records import (CLIP_KEY, check_text_weights,
                                    read_checkpoint_meta)
 
 __all__ = [
@@ -173,32 +173,8 @@ def resolve_text_model(
         raise ValueError(f'the text tower {name} needs its weights: {hint}; '
                          'pass --text-weights FILE')
     if osp.isfile(weights) and name == record.get('name'):
-        _check_recorded_weights(record, where, name, weights)
+        check_text_weights(record, where, name, weights)
     return name, weights
-
-
-def _check_recorded_weights(record: Dict, where: str, name: str,
-                            weights: str) -> None:
-    """Refuse a weights file that is not the recorded CLIP's: its text
-    tower's fingerprint where one is recorded (another file of the same
-    weights is fine), else the file's sha256."""
-    expected = record.get('text_sha256')
-    if expected:
-        found = file_text_sha256(weights)
-        if found != expected:
-            held = (f'holds the text tower {found}'
-                    if found else 'holds no CLIP text tower')
-            raise ValueError(
-                f'{weights} {held} but {where} records the text tower '
-                f'{expected} (of {record.get("weights")}) for CLIP {name}: '
-                "pass the text weights of the detector's CLIP")
-        return
-    expected = record.get('sha256')
-    if expected and file_sha256(weights) != expected:
-        raise ValueError(
-            f'{weights} has sha256 {file_sha256(weights)} but {where} '
-            f'records {expected} for CLIP {name}: pass the text weights of '
-            "the detector's CLIP")
 
 
 def apply_vocabulary(cfg: Config, embeddings_file: str,

@@ -49,8 +49,9 @@ passed in): :func:`check_meta` (the meta's types and legacy keys),
 :func:`check_prompt_recipe` (templates, their content, against the sets
 the caller passes, and the prompt style), :func:`check_same_classes` (an
 embedding file's classes and their order against the dataset's),
-:func:`check_class_files` (the class-file record), :func:`check_same_clip`
-and :func:`check_clip_pairing` (the one rule below).
+:func:`check_class_files` (the class-file record), :func:`check_text_weights`
+(text weights found for a run-time vocabulary against the recorded CLIP),
+:func:`check_same_clip` and :func:`check_clip_pairing` (the one rule below).
 
 **Class-file record** (``meta['class_files']``): :func:`files_record`
 lists each file a model read (a :class:`ClassFiles`, from
@@ -109,12 +110,12 @@ __all__ = [
     'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'LEGACY_KEYS', 'check_meta',
     'file_sha256', 'read_checkpoint_meta', 'checkpoint_weights_sha256',
     'clip_meta', 'clip_provenance', 'check_same_clip', 'check_clip_pairing',
-    'text_tower_tensors', 'tensors_sha256', 'text_sha256', 'weights_sha256',
-    'rows_sha256', 'templates_sha256', 'check_sidecar_rows',
-    'file_text_sha256', 'text_provenance', 'NOT_TEXT_KEYS', 'TEXT_ACTS',
-    'check_prompt_recipe', 'check_same_classes', 'ClassFiles', 'file_record',
-    'files_record', 'check_class_files', 'ALLOW_OPTION', 'TEST_FIX',
-    'RESUME_FIX'
+    'check_text_weights', 'text_tower_tensors', 'tensors_sha256',
+    'text_sha256', 'weights_sha256', 'rows_sha256', 'templates_sha256',
+    'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
+    'NOT_TEXT_KEYS', 'TEXT_ACTS', 'check_prompt_recipe', 'check_same_classes',
+    'ClassFiles', 'file_record', 'files_record', 'check_class_files',
+    'ALLOW_OPTION', 'TEST_FIX', 'RESUME_FIX'
 ]
 
 #: The version of the records' schema this module writes; a checkpoint
@@ -440,6 +441,32 @@ def _text_tower_of(record: Dict) -> str:
     sha = record.get('sha256')
     source = f'{weights} sha256 {sha}' if sha else weights
     return f'text tower {record.get("text_sha256")} ({source})'
+
+
+def check_text_weights(record: Dict, where: str, name: str,
+                       weights: str) -> None:
+    """Refuse text weights ``weights`` that are not the CLIP ``record``
+    names (``record`` from ``where``: a sidecar or a checkpoint's
+    ``meta['clip']``): its text tower's fingerprint where one is recorded
+    (another file of the same weights is fine), else the file's sha256.
+    Used where run-time vocabularies find their text tower."""
+    expected = record.get('text_sha256')
+    if expected:
+        found = file_text_sha256(weights)
+        if found != expected:
+            held = (f'holds the text tower {found}'
+                    if found else 'holds no CLIP text tower')
+            raise ValueError(
+                f'{weights} {held} but {where} records the text tower '
+                f'{expected} (of {record.get("weights")}) for CLIP {name}: '
+                "pass the text weights of the detector's CLIP")
+        return
+    expected = record.get('sha256')
+    if expected and file_sha256(weights) != expected:
+        raise ValueError(
+            f'{weights} has sha256 {file_sha256(weights)} but {where} '
+            f'records {expected} for CLIP {name}: pass the text weights of '
+            "the detector's CLIP")
 
 
 def check_same_clip(text_model: Dict,

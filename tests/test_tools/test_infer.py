@@ -557,18 +557,17 @@ def test_zero_shot_classes_at_run_time_real_open_clip(zero_shot, tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_zero_shot_classes_a_named_list(zero_shot, tmp_path, repo_root,
-                                        monkeypatch, capsys):
+def test_zero_shot_classes_a_named_list(zero_shot, tmp_path):
     """Issue 34: ``--classes imagenet_open_clip`` became one class named
     ``imagenet_open_clip``; it is the list's 1000 names (two of them twice,
     as shipped: their rows are equal)."""
     from mmlocat.text.class_names import imagenet_class_names
     cfg, ckpt = zero_shot['cfg'], zero_shot['ckpt']
     out = tmp_path / 'out'
-    _infer(repo_root, monkeypatch, capsys, zero_shot['val_dir'], cfg, ckpt,
-           '--out', out, '--classes', 'imagenet_open_clip',
-           '--text-model-config', zero_shot['model_cfg'], '--vocab-cache',
-           tmp_path / 'cache')
+    run_tool(INFER, zero_shot['val_dir'], cfg, ckpt, '--out', out, '--classes',
+             'imagenet_open_clip', '--text-model-config',
+             zero_shot['model_cfg'], '--vocab-cache',
+             tmp_path / 'cache').exits(0)
     names = ['background'] + imagenet_class_names('open_clip')
     records = _records(str(out))
     assert len(records) == 2

@@ -168,21 +168,24 @@ def test_open_clip_builds_the_activation_the_configs_name():
 def test_records_owns_every_record_check():
     """Issue 34: one records module owns every check; the prompt-recipe,
     same-classes and class-file checks lived in mmlocat.text.embeddings
-    and mmlocat.datasets.class_file_record, with one path each (no
+    and mmlocat.datasets.class_file_record, the check of run-time text
+    weights in mmlocat.apis.vocabulary, with one path each (no
     re-export); records imports neither text nor datasets, not even in a
     function."""
     from helpers.import_graph import import_graph
 
+    import mmlocat.apis.vocabulary as run_time
     import mmlocat.datasets.class_file_record as dataset_side
     import mmlocat.text as text
     import mmlocat.text.embeddings as embeddings
     from mmlocat.utils import records
     for name in ('check_prompt_recipe', 'check_same_classes',
-                 'check_class_files', 'file_record', 'files_record'):
+                 'check_class_files', 'file_record', 'files_record',
+                 'check_text_weights'):
         assert getattr(records, name).__module__ == 'mmlocat.utils.records'
         # the old modules neither define nor export it (embeddings calls
         # check_same_classes, imported from records)
-        for module in (embeddings, text, dataset_side):
+        for module in (embeddings, text, dataset_side, run_time):
             assert name not in module.__all__, (module.__name__, name)
             assert getattr(module, name,
                            None) in (None, getattr(records, name))
