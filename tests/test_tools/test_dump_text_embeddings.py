@@ -239,12 +239,12 @@ def test_names_file_latin1_and_duplicates_are_named(tmp_path, load_tool,
         assert err == f'dump_text_embeddings: error: {message}', err
 
 
-def test_names_take_the_one_class_list_grammar(tmp_path, repo_root,
+def test_names_take_the_one_class_list_grammar(tmp_path, load_tool,
                                                monkeypatch, capsys):
     """Issue 34: ``--names`` read only files ("cat, dog" was a missing
     file); it reads what ``infer.py --classes`` reads."""
     from mmlocat.utils.checkpoint_io import run_cli
-    tool = _tool(repo_root)
+    tool = load_tool(TOOL, 'dump_text_emb')
     for names, message in (
         ('cat, dog, cat', "'cat, dog, cat': class name 'cat' is listed "
          'twice (items 1 and 3); a class is one item: remove one of them'),
