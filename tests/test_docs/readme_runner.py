@@ -15,17 +15,20 @@ executes its commands in a :class:`placeholders.UserRoot`:
   (batches, iterations) make to the config (:func:`shrink_options`).
 * ``A && B``, ``cp SRC DST``, ``mkdir -p DIR`` and ``for X in ...; do
   ...; done`` as the shell runs them (the loop body once per value, ``$X``
-  substituted).
+  and ``${X}`` substituted: :func:`expand`); ``run(..., values=[...])``
+  runs a loop for some of its values.
 * :meth:`ReadmeRunner.check`: a command that differs from one the runner
-  ran only in names is checked instead of run (``check`` markers).
+  ran only in names is checked instead of run (``check`` markers); a loop
+  is checked value by value.
 * Placeholders: ALL-CAPS words (``CHECKPOINT``, ``RUN``) take the test's
   ``subs``; a path the :class:`~placeholders.UserRoot` knows is made before
   the command runs. A placeholder without a value, or an input that no
   command made and no placeholder fills, fails naming the file, the block,
   the command and the token.
 
-Every command run is recorded (:data:`EXECUTED`, per test) for the check in
-``conftest.py``.
+Every command run or checked is recorded (:data:`EXECUTED`, per test) for
+the check in ``conftest.py``; a loop only once each of its values has run
+or been checked by the test.
 """
 import os
 import os.path as osp
@@ -54,6 +57,20 @@ TAIL = 6000
 
 # (test node id) -> {(file, block index, command number)}
 EXECUTED: Dict[str, Set[Tuple[str, int, int]]] = defaultdict(set)
+
+
+def expand(text: str) -> List[Tuple[Optional[str], str]]:
+    """``(value, command)`` for each command a README command line stands
+    for: a ``for X in ...; do BODY; done`` loop's body once per value
+    (``$X`` / ``${X}`` replaced by it, as the shell does), else the line
+    itself (value None)."""
+    loop = LOOP.match(text)
+    if not loop:
+        return [(None, text)]
+    name, values, body = loop.groups()
+    variable = re.compile(r'\$(?:\{' + name + r'\}|' + name + r'\b)')
+    return [(value, variable.sub(lambda _: value, body))
+            for value in shlex.split(values)]
 
 
 def current_test() -> str:
@@ -153,28 +170,57 @@ class ReadmeRunner:
         self.ran: Dict[Tuple[str, int, int], List[Tuple[str, List[str],
                                                         Set[str]]]] = {}
         self._scripts: List[Tuple[str, List[str], Set[str]]] = []
+        # (file, block, command) -> the loop values run or checked so far
+        self._covered: Dict[Tuple[str, int, int], Set[Optional[str]]] = \
+            defaultdict(set)
 
-    def run(self,
-            block: Block,
-            lines: Optional[Sequence[int]] = None,
-            subs: Optional[Dict[str, str]] = None) -> List[str]:
-        """Run commands ``lines`` (1-based; all by default) of ``block``, in
-        order; returns what each printed."""
+    def _cover(self, block: Block, command: Command,
+               values: Sequence[Optional[str]]) -> None:
+        """Record ``values`` of ``command`` as run or checked; the command
+        counts as executed (:data:`EXECUTED`) once all of them are."""
+        key = (block.file, block.index, command.number)
+        self._covered[key].update(values)
+        if {v for v, _ in expand(command.text)} <= self._covered[key]:
+            EXECUTED[current_test()].add(key)
+
+    def _commands(self, block: Block, numbers: Sequence[int]) -> List[Command]:
         commands = block.commands()
-        numbers = list(lines or range(1, len(commands) + 1))
         unknown = [n for n in numbers if not 1 <= n <= len(commands)]
         if unknown:
             raise ReadmeError(f'{block.name} has {len(commands)} commands, '
                               f'not {unknown}: the README changed')
+        return [commands[n - 1] for n in numbers]
+
+    def run(self,
+            block: Block,
+            lines: Optional[Sequence[int]] = None,
+            subs: Optional[Dict[str, str]] = None,
+            values: Optional[Sequence[str]] = None) -> List[str]:
+        """Run commands ``lines`` (1-based; all by default) of ``block``, in
+        order; returns what each printed. ``values``: run each of these
+        loop commands for these of its values only (the others must be
+        checked, :meth:`check`, for the command to count as executed)."""
+        numbers = list(lines or range(1, len(block.commands()) + 1))
         outputs = []
-        for number in numbers:
-            command = commands[number - 1]
+        for command in self._commands(block, numbers):
+            expanded = expand(command.text)
+            if values is not None:
+                have = [v for v, _ in expanded]
+                unknown = [v for v in values if v not in have]
+                if None in have or unknown:
+                    raise ReadmeError(
+                        f'{block.name} command {command.number} is no loop '
+                        f'over {list(values)} (its values: {have}): the '
+                        'README changed')
             self._scripts = []
             outputs.append(
-                self.run_command(block, command, dict(self.subs, **subs
-                                                      or {})))
-            self.ran[(block.file, block.index, number)] = self._scripts
-            EXECUTED[current_test()].add((block.file, block.index, number))
+                self.run_command(block, command, dict(self.subs, **subs or {}),
+                                 values))
+            self.ran[(block.file, block.index, command.number)] = \
+                self._scripts
+            self._cover(
+                block, command,
+                [v for v, _ in expanded if values is None or v in values])
         return outputs
 
     def check(self,
@@ -187,65 +233,71 @@ class ReadmeRunner:
         runner ran: the same script and options, each argument that differs
         is a config that loads, an input this root can fill or holds (where
         ``like`` read an existing file), or an output (where ``like`` wrote
-        one). Returns each checked command's arguments (placeholders
-        filled)."""
+        one). A loop is checked once per value (:func:`expand`). Returns
+        each checked command's arguments (placeholders filled), a loop's in
+        the order of its values."""
         model, number = like
         key = (model.file, model.index, number)
         if len(self.ran.get(key, ())) != 1:
             raise ReadmeError(f'{model.name} command {number} was not run '
                               'as one python command by this runner')
         script, model_args, inputs = self.ran[key][0]
-        commands = block.commands()
         subs = dict(self.subs, **subs or {})
         checked = []
-        for number in lines:
-            if not 1 <= number <= len(commands):
-                raise ReadmeError(f'{block.name} has {len(commands)} '
-                                  f'commands, not {number}: the README '
-                                  'changed')
-            command = commands[number - 1]
-            where = (f'{block.file}:{command.line} (block {block.index}, '
-                     f'command {number}: {command.text[:160]})')
-            argv = self._substitute(
-                shlex.split(command.text, comments=True), subs, where)
-            while argv and ASSIGNMENT.match(argv[0]):
-                argv = argv[1:]
-            if argv[:2] != ['python', script
-                            ] or len(argv) - 2 != len(model_args):
-                raise ReadmeError(f'{where}: not the shape of {model.name} '
-                                  f'command {like[1]} (python {script} with '
-                                  f'{len(model_args)} arguments)')
-            args = argv[2:]
-            for mine, theirs in zip(args, model_args):
-                if mine == theirs:
-                    continue
-                if theirs.startswith('-') or mine.startswith('-'):
-                    raise ReadmeError(f'{where}: option {mine} where the run '
-                                      f'command has {theirs}')
-                if re.match(r'^configs/.+\.py$', mine):
-                    shipped_config(mine)
-                elif theirs in inputs and not (self.root.knows(mine)
-                                               or osp.exists(
-                                                   self.root.abs(mine))):
-                    raise ReadmeError(
-                        f'{where}: input {mine} (where the run command read '
-                        f'{theirs}) is no placeholder and no command made it')
-            EXECUTED[current_test()].add((block.file, block.index, number))
-            checked.append(args)
+        for command in self._commands(block, list(lines)):
+            for value, text in expand(command.text):
+                checked.append(
+                    self._check_one(
+                        block, command, value, text, subs,
+                        (model, number, script, model_args, inputs)))
+                self._cover(block, command, [value])
         return checked
 
-    def run_command(self, block: Block, command: Command,
-                    subs: Dict[str, str]) -> str:
+    def _check_one(self, block: Block, command: Command, value: Optional[str],
+                   text: str, subs: Dict[str, str], like: tuple) -> List[str]:
+        """Check one (expanded) command ``text`` (:meth:`check`)."""
+        model, number, script, model_args, inputs = like
         where = (f'{block.file}:{command.line} (block {block.index}, '
                  f'command {command.number}: {command.text[:160]})')
-        loop = LOOP.match(command.text)
-        if not loop:
-            return self._line(command.text, subs, where)
-        name, values, body = loop.groups()
+        if value is not None:
+            where += f' [{value}]'
+        argv = self._substitute(shlex.split(text, comments=True), subs, where)
+        while argv and ASSIGNMENT.match(argv[0]):
+            argv = argv[1:]
+        if argv[:2] != ['python', script] or len(argv) - 2 != len(model_args):
+            raise ReadmeError(f'{where}: not the shape of {model.name} '
+                              f'command {number} (python {script} with '
+                              f'{len(model_args)} arguments)')
+        args = argv[2:]
+        for mine, theirs in zip(args, model_args):
+            if mine == theirs:
+                continue
+            if theirs.startswith('-') or mine.startswith('-'):
+                raise ReadmeError(f'{where}: option {mine} where the run '
+                                  f'command has {theirs}')
+            if re.match(r'^configs/.+\.py$', mine):
+                shipped_config(mine)
+            elif theirs in inputs and not (self.root.knows(mine)
+                                           or osp.exists(self.root.abs(mine))):
+                raise ReadmeError(
+                    f'{where}: input {mine} (where the run command read '
+                    f'{theirs}) is no placeholder and no command made it')
+        return args
+
+    def run_command(self,
+                    block: Block,
+                    command: Command,
+                    subs: Dict[str, str],
+                    values: Optional[Sequence[str]] = None) -> str:
+        """Run one command line (a loop: for ``values`` of it, or all)."""
+        where = (f'{block.file}:{command.line} (block {block.index}, '
+                 f'command {command.number}: {command.text[:160]})')
         out = []
-        for value in shlex.split(values):
-            text = re.sub(r'\$\{?' + name + r'\}?\b', value, body)
-            out.append(self._line(text, subs, f'{where} [{name}={value}]'))
+        for value, text in expand(command.text):
+            if value is None:
+                out.append(self._line(text, subs, where))
+            elif values is None or value in values:
+                out.append(self._line(text, subs, f'{where} [{value}]'))
         return ''.join(out)
 
     def _line(self, text: str, subs: Dict[str, str], where: str) -> str:

@@ -12,6 +12,7 @@ same files every relative link must name an existing file and every
 ``test_method_doc.py`` applies to ``docs/method.md`` citations).
 """
 import ast
+import os
 import os.path as osp
 import re
 from functools import lru_cache
@@ -19,7 +20,8 @@ from functools import lru_cache
 import pytest
 from readme_blocks import (REPO, TEST_KINDS, Block, all_blocks, block_summary,
                            doc_files, parse_marker, parse_text, split_commands)
-from readme_runner import ReadmeError, ReadmeRunner
+from readme_runner import (ReadmeError, ReadmeRunner, current_test,
+                           executed_by, expand)
 from test_method_doc import heading_anchors
 
 BLOCKS = all_blocks()
@@ -248,6 +250,48 @@ def test_check_clauses_compare_with_a_command_that_ran(new_root):
         runner.check(block, [5], like=(block, 1))
     with pytest.raises(ReadmeError, match='was not run'):
         runner.check(block, [2], like=(block, 5))
+
+
+def test_a_loop_expands_runs_for_some_values_and_checks_the_rest(new_root):
+    """A README loop stands for one command per value (``$X`` and ``${X}``
+    replaced, as the shell does); a test may run some values and check the
+    others, and the loop counts as executed only once all were covered."""
+    assert expand('for D in a b; do python tools/x.py ${D}_1.py $D; done') == [
+        ('a', 'python tools/x.py a_1.py a'),
+        ('b', 'python tools/x.py b_1.py b')
+    ]
+    assert expand('python tools/x.py $D') == [(None, 'python tools/x.py $D')]
+    root = new_root()
+    runner = ReadmeRunner(root)
+    block = _block('for D in a b c; do mkdir -p out/${D}; done\n'
+                   'for DATASET in voc20 ade20k; do python tools/test.py '
+                   'configs/last/zeroshot_eva02-clip-b16_${DATASET}.py '
+                   'x/eva02.pth; done\n'
+                   'mkdir -p out/d')
+    executed = {('X.md', 1, n)
+                for n in (1, 2, 3)} & executed_by(current_test())
+    assert not executed
+    runner.run(block, lines=[1], values=['a', 'c'])
+    assert sorted(os.listdir(root.abs('out'))) == ['a', 'c']
+    assert ('X.md', 1, 1) not in executed_by(current_test())
+    runner.run(block, lines=[1], values=['b'])
+    assert ('X.md', 1, 1) in executed_by(current_test())
+    with pytest.raises(ReadmeError, match=r"no loop over \['e'\]"):
+        runner.run(block, lines=[1], values=['e'])
+    with pytest.raises(ReadmeError, match='no loop over'):
+        runner.run(block, lines=[3], values=['a'])
+    # what running command 2 for voc20 records: it read x/eva02.pth
+    runner.ran[('X.md', 1, 2)] = [
+        ('tools/test.py',
+         ['configs/last/zeroshot_eva02-clip-b16_voc20.py',
+          'x/eva02.pth'], {'x/eva02.pth'})
+    ]
+    assert runner.check(
+        block, [2], like=(block, 2)) == [
+            ['configs/last/zeroshot_eva02-clip-b16_voc20.py', 'x/eva02.pth'],
+            ['configs/last/zeroshot_eva02-clip-b16_ade20k.py', 'x/eva02.pth'],
+        ]
+    assert ('X.md', 1, 2) in executed_by(current_test())
 
 
 # A newcomer reads the root README in five minutes; the rest is in docs/.
