@@ -133,10 +133,12 @@ def test_builds_with_matching_widths(repo_root, name):
 
 
 def test_readme_makes_every_checkpoint_the_ov_configs_name(repo_root):
-    """One command per recipe and twin writes the checkpoint its F-ViT
-    configs load (and the zero-shot configs of the same tower)."""
+    """One command per recipe and twin (a loop's expansion) writes the
+    checkpoint its F-ViT configs load (and the zero-shot configs of the same
+    tower)."""
+    from helpers.readme_loops import expanded_commands
     with open(osp.join(repo_root, 'configs/last/README.md')) as f:
-        readme = f.read()
+        commands = expanded_commands(f.read())
     for name, (_, _, ov) in RECIPES.items():
         if ov is None:
             continue
@@ -153,7 +155,7 @@ def test_readme_makes_every_checkpoint_the_ov_configs_name(repo_root):
                 target = ov_cfg.model.backbone.init_cfg.checkpoint
                 line = (f'python tools/model_converters/lastclip2mmlocat.py '
                         f'work_dirs/{run}/iter_{last_iter}.pth {target}')
-                assert line in readme, line
+                assert line in commands, line
 
 
 def test_readme_tsv_snippet_reads_a_tsv(repo_root, tmp_path):

@@ -40,6 +40,7 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from helpers.harness import run_in_process, shipped_config
+from helpers.readme_loops import expand
 from helpers.shrink import shrink_model, shrink_run
 from mmengine.config import DictAction
 from readme_blocks import Block, Command
@@ -50,27 +51,12 @@ SHRUNK_TOOLS = ('tools/test.py', 'tools/train.py', 'tools/infer.py',
                 'tools/deployment/pytorch2onnx.py')
 PLACEHOLDER_WORD = re.compile(r'^[A-Z][A-Z0-9_]+$')
 ASSIGNMENT = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$')
-LOOP = re.compile(r'^for\s+(\w+)\s+in\s+(.*?);\s*do\s+(.*?);?\s*done$', re.S)
 FILE_LIKE = re.compile(r'(/|\.(pt|pth|bin|safetensors|json|npy|jpg|png|txt|'
                        r'py|tar|tsv)$)')
 TAIL = 6000
 
 # (test node id) -> {(file, block index, command number)}
 EXECUTED: Dict[str, Set[Tuple[str, int, int]]] = defaultdict(set)
-
-
-def expand(text: str) -> List[Tuple[Optional[str], str]]:
-    """``(value, command)`` for each command a README command line stands
-    for: a ``for X in ...; do BODY; done`` loop's body once per value
-    (``$X`` / ``${X}`` replaced by it, as the shell does), else the line
-    itself (value None)."""
-    loop = LOOP.match(text)
-    if not loop:
-        return [(None, text)]
-    name, values, body = loop.groups()
-    variable = re.compile(r'\$(?:\{' + name + r'\}|' + name + r'\b)')
-    return [(value, variable.sub(lambda _: value, body))
-            for value in shlex.split(values)]
 
 
 def current_test() -> str:

@@ -42,6 +42,7 @@ def _build(config_text: str, path: str):
     return MODELS.build(cfg.model)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_readme_snippet_loads_a_converted_checkpoint(tmp_path, monkeypatch):
     snippet = readme_snippet()

@@ -63,6 +63,7 @@ def _fvit_prompts_by_hand(name):
             for p in prompts]
 
 
+@pytest.mark.slow
 def test_real_open_clip_text_tower(tmp_path, load_tool, monkeypatch):
     """A random-init open_clip ViT-B-16 saved as a user's file: the tool's
     embeddings are open_clip's own encode_text averaged over F-ViT's

@@ -147,6 +147,7 @@ def test_value_path_dense_map_matches_open_clip(user_files):
     torch.testing.assert_close(dense, ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_eva02_b16_matches_encode_image(user_files, tmp_path, repo_root,
                                         monkeypatch):
     model, src = user_files('EVA02-B-16')
