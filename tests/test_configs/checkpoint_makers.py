@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from helpers import sources
 from helpers.harness import shipped_config as load_config  # noqa: F401
+from helpers.readme_loops import expanded_commands
 from helpers.shrink import TOWER_KEYS, shrink_model
 from mmengine.config import Config
 
@@ -84,8 +85,8 @@ def checkpoint_refs(cfg: Config) -> List[Tuple[str, str]]:
 def readme_test_commands() -> List[Tuple[str, str, str]]:
     """``(readme, config, checkpoint)`` of every ``tools/test.py CONFIG
     checkpoints/...`` command in the READMEs (the README and the config
-    families'); outputs of the user's own runs (``work_dirs/``) are not
-    checkpoints a README makes."""
+    families'; shell loops expanded); outputs of the user's own runs
+    (``work_dirs/``) are not checkpoints a README makes."""
     pattern = re.compile(r'tools/test\.py\s+(configs/\S+\.py)\s+'
                          r'(checkpoints/\S+)')
     found = []
@@ -94,8 +95,10 @@ def readme_test_commands() -> List[Tuple[str, str, str]]:
         for p in glob.glob(osp.join(REPO, 'configs', '*', 'README.md')))
     for readme in readmes:
         with open(osp.join(REPO, readme), encoding='utf-8') as f:
-            for config, checkpoint in pattern.findall(f.read()):
-                found.append((readme, config, checkpoint))
+            # a loop's every expansion (configs/last/README.md's are)
+            commands = '\n'.join(expanded_commands(f.read()))
+        for config, checkpoint in pattern.findall(commands):
+            found.append((readme, config, checkpoint))
     return sorted(set(found))
 
 
