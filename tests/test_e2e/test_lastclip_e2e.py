@@ -21,12 +21,12 @@ import os.path as osp
 import re
 import shutil
 import socket
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
+from helpers.harness import run_tool
 from mmengine.config import Config
 from tiny_clip import (EMBED, OPEN_CLIP_NAME, TOWER, write_tiny_clip_config,
                        write_tiny_open_clip, write_tiny_zero_shot_config)
@@ -42,17 +42,10 @@ pytestmark = pytest.mark.e2e
 ITERS, EVERY = 90, 45
 
 
-def _run(args, env, cwd, timeout=300):
-    proc = subprocess.run(
-        args,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    return out
+def _run(script, *argv, env=None, isolate=None):
+    """The output of ``script argv`` (:func:`run_tool`, in-process unless
+    ``isolate`` says why), which must succeed."""
+    return run_tool(script, *argv, env=env, isolate=isolate).ok(4000)
 
 
 def _losses(path):
@@ -84,22 +77,19 @@ def captions(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def clip(tmp_path_factory, repo_root, subprocess_env):
+def clip(tmp_path_factory):
     """The tiny pretrained CLIP and its image tower converted as the README
     says (clip2mmlocat.py --model-config: meta['clip'] records the model,
     its sha256 and exact GELU)."""
     folder = str(tmp_path_factory.mktemp('tiny_clip'))
     files = write_tiny_open_clip(folder)
     files['converted'] = osp.join(folder, 'clip-tiny_mmlocat.pth')
-    _run([
-        sys.executable, 'tools/model_converters/clip2mmlocat.py',
-        files['weights'], files['converted'], '--model-config', files['config']
-    ], subprocess_env, repo_root)
+    _run('tools/model_converters/clip2mmlocat.py', files['weights'],
+         files['converted'], '--model-config', files['config'])
     return files
 
 
-def _train(name, captions, clip, tmp_path_factory, repo_root, env, iters,
-           **kwargs):
+def _train(name, captions, clip, tmp_path_factory, repo_root, iters, **kwargs):
     tmp = tmp_path_factory.mktemp(name)
     config = write_tiny_clip_config(
         str(tmp / 'tiny.py'),
@@ -112,8 +102,12 @@ def _train(name, captions, clip, tmp_path_factory, repo_root, env, iters,
         **kwargs)
     losses = str(tmp / 'ref.txt')
     work = str(tmp / 'ref')
-    out = _run([sys.executable, 'tools/train.py', config, '--work-dir', work],
-               probe_env(env, losses=losses), repo_root)
+    out = _run(
+        'tools/train.py',
+        config,
+        '--work-dir',
+        work,
+        env=dict(PROBE_LOSSES=losses))
     return dict(
         config=config,
         work=work,
@@ -124,7 +118,7 @@ def _train(name, captions, clip, tmp_path_factory, repo_root, env, iters,
 
 
 @pytest.fixture(scope='module')
-def trained(captions, clip, tmp_path_factory, repo_root, subprocess_env):
+def trained(captions, clip, tmp_path_factory, repo_root):
     """The LaSt tower, its text tower trained too."""
     return _train(
         'lastclip',
@@ -132,7 +126,6 @@ def trained(captions, clip, tmp_path_factory, repo_root, subprocess_env):
         clip,
         tmp_path_factory,
         repo_root,
-        subprocess_env,
         ITERS,
         val_interval=EVERY,
         checkpoint_interval=EVERY,
@@ -140,7 +133,7 @@ def trained(captions, clip, tmp_path_factory, repo_root, subprocess_env):
 
 
 @pytest.fixture(scope='module')
-def trained_cls(captions, clip, tmp_path_factory, repo_root, subprocess_env):
+def trained_cls(captions, clip, tmp_path_factory, repo_root):
     """The CLS twin with the shipped locked text tower (a short run)."""
     return _train(
         'clsclip',
@@ -148,7 +141,6 @@ def trained_cls(captions, clip, tmp_path_factory, repo_root, subprocess_env):
         clip,
         tmp_path_factory,
         repo_root,
-        subprocess_env,
         10,
         pooling='cls',
         lock_text=True,
@@ -200,7 +192,7 @@ def test_train_learns_and_evaluates_retrieval(trained):
 
 @pytest.mark.timeout(600)
 @pytest.mark.slow
-def test_resume_continues_bit_identically(trained, repo_root, subprocess_env):
+def test_resume_continues_bit_identically(trained):
     work = str(trained['tmp'] / 'resumed')
     os.makedirs(work)
     ckpt = osp.join(work, f'iter_{EVERY}.pth')
@@ -208,10 +200,13 @@ def test_resume_continues_bit_identically(trained, repo_root, subprocess_env):
     with open(osp.join(work, 'last_checkpoint'), 'w') as f:
         f.write(ckpt)
     losses = str(trained['tmp'] / 'resumed.txt')
-    _run([
-        sys.executable, 'tools/train.py', trained['config'], '--work-dir',
-        work, '--resume'
-    ], probe_env(subprocess_env, losses=losses), repo_root)
+    _run(
+        'tools/train.py',
+        trained['config'],
+        '--work-dir',
+        work,
+        '--resume',
+        env=dict(PROBE_LOSSES=losses))
     resumed = _losses(losses)
     assert sorted(resumed) == [(0, i) for i in range(EVERY + 1, ITERS + 1)]
     for key, value in resumed.items():
@@ -250,15 +245,13 @@ def _class_embeddings(config, checkpoint, path, names=None, templates=None):
 
 @pytest.mark.timeout(600)
 @pytest.mark.slow
-def test_zero_shot_top1_through_tools_test(trained, repo_root, subprocess_env):
+def test_zero_shot_top1_through_tools_test(trained):
     ckpt = trained['checkpoint']
     emb = _class_embeddings(trained['config'], ckpt,
                             str(trained['tmp'] / 'zs.npy'))
-    out = _run([
-        sys.executable, 'tools/test.py', trained['config'], ckpt, '--work-dir',
-        str(trained['tmp'] / 'test'), '--cfg-options',
-        f'test_evaluator.embeddings={emb}'
-    ], probe_env(subprocess_env), repo_root)
+    out = _run('tools/test.py', trained['config'], ckpt, '--work-dir',
+               str(trained['tmp'] / 'test'), '--cfg-options',
+               f'test_evaluator.embeddings={emb}')
     top1 = _metric(out, 'zero_shot/top1')
     print(f'zero-shot top-1 {top1:.2f} (chance 6.25)')
     # 16 classes x 4 unseen images; chance is 6.25. Measured 22-25 at 90
@@ -333,8 +326,7 @@ def _dump(load_tool, monkeypatch, clip, weights, names, out, *extra):
 
 
 @pytest.fixture(scope='module')
-def converted(trained, trained_cls, tmp_path_factory, repo_root,
-              subprocess_env):
+def converted(trained, trained_cls, tmp_path_factory):
     """Both towers through lastclip2mmlocat.py: the LaSt run's trained text
     tower to its own file; the CLS run's locked one is the tiny CLIP's."""
     tmp = tmp_path_factory.mktemp('converted')
@@ -343,29 +335,18 @@ def converted(trained, trained_cls, tmp_path_factory, repo_root,
         dst=str(tmp / 'last-clip-vit-tiny_mmlocat.pth'),
         text=str(tmp / 'last-clip-vit-tiny_text.pth'))
     # a trained text tower without --text-out: refused, nothing written
-    proc = subprocess.run([
-        sys.executable, 'tools/model_converters/lastclip2mmlocat.py',
-        last['src'], last['dst']
-    ],
-                          cwd=repo_root,
-                          env=subprocess_env,
-                          capture_output=True,
-                          text=True)
+    proc = run_tool('tools/model_converters/lastclip2mmlocat.py', last['src'],
+                    last['dst'])
     assert proc.returncode == 2
     assert 'trained its text tower (lock_text=False): write it with ' \
         '--text-out' in proc.stderr
     assert os.listdir(str(tmp)) == []
-    _run([
-        sys.executable, 'tools/model_converters/lastclip2mmlocat.py',
-        last['src'], last['dst'], '--text-out', last['text']
-    ], subprocess_env, repo_root)
+    _run('tools/model_converters/lastclip2mmlocat.py', last['src'],
+         last['dst'], '--text-out', last['text'])
     cls = dict(
         src=trained_cls['checkpoint'],
         dst=str(tmp / 'cls-clip-vit-tiny_mmlocat.pth'))
-    _run([
-        sys.executable, 'tools/model_converters/lastclip2mmlocat.py',
-        cls['src'], cls['dst']
-    ], subprocess_env, repo_root)
+    _run('tools/model_converters/lastclip2mmlocat.py', cls['src'], cls['dst'])
     assert sorted(os.listdir(str(tmp))) == sorted(
         osp.basename(p) for p in (last['dst'], last['text'], cls['dst']))
     return dict(last=last, cls=cls)
@@ -473,8 +454,7 @@ def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
 @pytest.mark.slow
 def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
                                                converted, tmp_path, repo_root,
-                                               load_tool, subprocess_env,
-                                               monkeypatch):
+                                               load_tool, monkeypatch):
     """The converted files in the shipped zero-shot configs' layout: the
     configs' ``init_cfg`` loads them bit-equal, and ``tools/test.py`` with
     each as the checkpoint (the README's command) loads every key and
@@ -505,10 +485,8 @@ def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
         _assert_bit_equal(segmentor.backbone.state_dict(), tower)
         # the act the converter recorded from the init checkpoint
         assert segmentor.backbone.act == 'gelu'
-        out = _run([
-            sys.executable, 'tools/test.py', config, dst, '--work-dir',
-            str(tmp_path / f'work_{pooling}')
-        ], subprocess_env, repo_root)
+        out = _run('tools/test.py', config, dst, '--work-dir',
+                   str(tmp_path / f'work_{pooling}'))
         n = len(tower)
         assert (f'loaded {n} of {n} tensors of {dst} into ZeroShotSegmentor;'
                 ' missing keys (0)') in out
@@ -564,14 +542,25 @@ def test_two_gloo_processes_equal_one_at_twice_the_batch(
                 val_dataloader=None,
                 val_evaluator=None))
         losses = str(tmp_path / f'{name}.txt')
-        env = probe_env(subprocess_env, losses=losses)
         work = str(tmp_path / name)
         if procs == 1:
-            cmd = [sys.executable, 'tools/train.py', config]
+            _run(
+                'tools/train.py',
+                config,
+                '--work-dir',
+                work,
+                env=dict(PROBE_LOSSES=losses))
         else:
-            env['PORT'] = str(_free_port())
-            cmd = ['bash', 'tools/dist_train.sh', config, str(procs)]
-        _run([*cmd, '--work-dir', work], env, repo_root)
+            _run(
+                'tools/dist_train.sh',
+                config,
+                procs,
+                '--work-dir',
+                work,
+                env=dict(
+                    probe_env(subprocess_env, losses=losses),
+                    PORT=_free_port()),
+                isolate='2 gloo processes under torchrun')
         ckpt = torch.load(
             osp.join(work, f'iter_{iters}.pth'), weights_only=False)
         runs[name] = (_losses(losses), ckpt['state_dict'])

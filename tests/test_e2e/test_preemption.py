@@ -20,14 +20,13 @@ import os
 import os.path as osp
 import signal
 import stat
-import subprocess
 from typing import NamedTuple
 
 import pytest
 import torch
+from helpers.harness import run_tool
 from tiny_cls import (paused_pid, paused_run, probe_env, read_losses, resume,
-                      run_train, tiny_imagenet, train_command,
-                      write_tiny_cls_config)
+                      run_train, train_command, write_tiny_cls_config)
 
 from mmlocat.utils import mmengine_checkpoint_globals
 from mmlocat.utils.work_dir_lock import LOCK_NAME
@@ -40,11 +39,6 @@ STUB_SCONTROL = """#!/usr/bin/env bash
 printf '%s\\n' "$@" > "$SCONTROL_RECORD"
 ls "$SCONTROL_WORK" >> "$SCONTROL_RECORD"
 """
-
-
-@pytest.fixture(scope='module')
-def imagenet_root(tmp_path_factory) -> str:
-    return tiny_imagenet(str(tmp_path_factory.mktemp('imagenet')))
 
 
 class Case(NamedTuple):
@@ -106,24 +100,18 @@ def _check_same(resumed: dict, reference: dict, first: int, last: int) -> None:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('case', list(CASES))
 @pytest.mark.slow
-def test_signal_saves_then_resume_is_bit_identical(case, imagenet_root,
+def test_signal_saves_then_resume_is_bit_identical(case, cls_reference,
                                                    tmp_path, repo_root,
                                                    subprocess_env):
     c = CASES[case]
-    config = write_tiny_cls_config(
-        str(tmp_path / 'tiny.py'),
-        repo_root,
-        imagenet_root,
+    # the uninterrupted run (iter_workers2_sigterm_group's is the one of
+    # test_resume_exact with 2 workers); its config is ours
+    config, reference = cls_reference(
         iters=c.iters,
         batch_size=4,
         num_workers=c.workers,
         checkpoint_interval=c.every,
         epochs=c.epochs)
-
-    ref_losses = str(tmp_path / 'ref.txt')
-    run_train(config, str(tmp_path / 'ref'),
-              probe_env(subprocess_env, losses=ref_losses), repo_root)
-    reference = read_losses(ref_losses)
     assert sorted(reference) == list(range(1, c.iters + 1))
 
     work = str(tmp_path / 'run')
@@ -168,28 +156,14 @@ def test_signal_saves_then_resume_is_bit_identical(case, imagenet_root,
 @pytest.mark.timeout(900)
 @pytest.mark.slow
 def test_ddp_signal_to_one_rank_stops_every_rank_at_one_iteration(
-        imagenet_root, tmp_path, repo_root, subprocess_env):
+        cls_reference, tmp_path, repo_root, subprocess_env):
     """2 gloo processes; only rank 1 gets SIGTERM. Both ranks must agree
     to stop after the same iteration, rank 0 writes the checkpoint (rank 1
     alone would not), both exit 143, rank 0 releases the work-dir lock,
     and ``--resume`` under the launcher continues bit-identically."""
     iters, every, stop_at = 6, 4, 3
-    config = write_tiny_cls_config(
-        str(tmp_path / 'tiny.py'),
-        repo_root,
-        imagenet_root,
-        iters=iters,
-        batch_size=2,
-        checkpoint_interval=every)
-
-    ref_losses = str(tmp_path / 'ref.txt')
-    run_train(
-        config,
-        str(tmp_path / 'ref'),
-        probe_env(subprocess_env, losses=ref_losses),
-        repo_root,
-        procs=2)
-    reference = read_losses(ref_losses, by_rank=True)
+    config, reference = cls_reference(
+        iters=iters, batch_size=2, checkpoint_interval=every, procs=2)
 
     work = str(tmp_path / 'run')
     losses = str(tmp_path / 'run.txt')
@@ -220,23 +194,23 @@ def test_ddp_signal_to_one_rank_stops_every_rank_at_one_iteration(
 
 @pytest.mark.timeout(300)
 def test_signal_before_the_first_iteration_saves_nothing(
-        imagenet_root, tmp_path, repo_root, subprocess_env):
+        tiny_imagenet_root, tmp_path, repo_root, subprocess_env):
     config = write_tiny_cls_config(
         str(tmp_path / 'tiny.py'),
         repo_root,
-        imagenet_root,
+        tiny_imagenet_root,
         iters=4,
         batch_size=4)
     work = str(tmp_path / 'run')
     losses = str(tmp_path / 'losses.txt')
-    proc = subprocess.run(
-        train_command(config, work),
-        capture_output=True,
-        text=True,
+    proc = run_tool(
+        *train_command(config, work)[1:],
         env=probe_env(
             subprocess_env, losses=losses, signal_at_start='SIGTERM'),
         cwd=repo_root,
-        timeout=240)
+        timeout=240,
+        isolate='the probe sends the run a SIGTERM: its exit status 143 '
+        'is what is checked')
     assert proc.returncode == 143, proc.stderr[-3000:]
     assert ('SIGTERM received: before the first iteration: nothing to save'
             in proc.stdout)

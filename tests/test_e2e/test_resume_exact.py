@@ -15,7 +15,7 @@ import signal
 import pytest
 import torch
 from tiny_cls import (paused_run, probe_env, read_losses, run_train,
-                      tiny_imagenet, train_command, write_tiny_cls_config)
+                      train_command)
 
 from mmlocat.utils import mmengine_checkpoint_globals
 
@@ -24,30 +24,19 @@ pytestmark = pytest.mark.e2e
 ITERS, EVERY, KILL_AFTER = 8, 3, 5
 
 
-@pytest.fixture(scope='module')
-def imagenet_root(tmp_path_factory) -> str:
-    return tiny_imagenet(str(tmp_path_factory.mktemp('imagenet')))
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize('num_workers', [0, 2])
 @pytest.mark.slow
-def test_resume_after_sigkill_is_bit_identical(num_workers, imagenet_root,
+def test_resume_after_sigkill_is_bit_identical(num_workers, cls_reference,
                                                tmp_path, repo_root,
                                                subprocess_env):
-    config = write_tiny_cls_config(
-        str(tmp_path / 'tiny.py'),
-        repo_root,
-        imagenet_root,
+    # the uninterrupted run (shared with test_preemption's
+    # iter_workers2_sigterm_group for 2 workers); its config is ours
+    config, reference = cls_reference(
         iters=ITERS,
         batch_size=4,
         num_workers=num_workers,
         checkpoint_interval=EVERY)
-
-    ref_losses = str(tmp_path / 'ref.txt')
-    run_train(config, str(tmp_path / 'ref'),
-              probe_env(subprocess_env, losses=ref_losses), repo_root)
-    reference = read_losses(ref_losses)
     assert sorted(reference) == list(range(1, ITERS + 1))
 
     # interrupted run: SIGKILL while paused after iteration KILL_AFTER

@@ -8,8 +8,10 @@ The shipped configs are shrunk only through derived configs written by
 :mod:`helpers.shrink`. The UperNet LocAtViT run is then reused to resume from
 its checkpoint, to test with ``tools/test.py`` in sliding-window mode
 (``--out``, ``--show-dir``), and a fresh copy trains with two processes
-through ``tools/dist_train.sh``. Independent subprocesses run two at a
-time; the runs are shared between the tests by module-scoped fixtures.
+through ``tools/dist_train.sh``. The runs go through the harness
+(``run_tool``, in this process; the 2-process run is its own process,
+started first and running meanwhile); they are shared between the tests
+by module-scoped fixtures.
 """
 import os
 import os.path as osp
@@ -18,12 +20,11 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
-import time
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple
 
 import pytest
 import torch
+from helpers.harness import run_tool, start_tool
 from helpers.shrink import write_tiny_config
 
 from mmlocat.testing import generate
@@ -54,40 +55,41 @@ class Run(NamedTuple):
     work_dir: str
 
 
-def run_parallel(jobs: List[dict],
-                 env: dict,
-                 cwd: str,
-                 workers: int = 2) -> List[Run]:
-    """Run ``jobs`` (``cmd``, ``work_dir``, optional ``env``) ``workers`` at
-    a time; stdout and stderr go to ``work_dir/console.txt``."""
-    results: List[Optional[Run]] = [None] * len(jobs)
-    pending = list(enumerate(jobs))
-    running = []
-    while pending or running:
-        while pending and len(running) < workers:
-            index, job = pending.pop(0)
-            os.makedirs(job['work_dir'], exist_ok=True)
+def run_jobs(jobs: List[dict]) -> List[Run]:
+    """Run ``jobs`` (``cmd``: the tool and its arguments, ``work_dir``,
+    optional ``env`` and ``isolate``): the isolated ones are started first
+    (:func:`start_tool`) and run while the others run in this process, one
+    after the other (:func:`run_tool`); each one's stdout and stderr also
+    go to ``work_dir/console.txt``."""
+    started = {}
+    for index, job in enumerate(jobs):
+        os.makedirs(job['work_dir'], exist_ok=True)
+        if job.get('isolate'):
             console = open(osp.join(job['work_dir'], 'console.txt'), 'w')
-            proc = subprocess.Popen(
-                job['cmd'],
-                cwd=cwd,
-                env=dict(env, **job.get('env', {})),
+            started[index] = (start_tool(
+                *job['cmd'],
+                env=job.get('env'),
+                isolate=job['isolate'],
                 stdout=console,
-                stderr=subprocess.STDOUT)
-            running.append((index, job, proc, console, time.monotonic()))
-        time.sleep(0.2)
-        for item in list(running):
-            index, job, proc, console, start = item
-            if proc.poll() is None:
-                if time.monotonic() - start < TIMEOUT:
-                    continue
+                stderr=subprocess.STDOUT), console)
+    results = []
+    for index, job in enumerate(jobs):
+        if index in started:
+            proc, console = started[index]
+            try:
+                proc.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
             console.close()
             with open(console.name) as f:
-                results[index] = Run(proc.returncode, f.read(),
-                                     job['work_dir'])
-            running.remove(item)
+                log = f.read()
+            results.append(Run(proc.returncode, log, job['work_dir']))
+            continue
+        done = run_tool(*job['cmd'], env=job.get('env'))
+        with open(osp.join(job['work_dir'], 'console.txt'), 'w') as f:
+            f.write(done.output)
+        results.append(Run(done.returncode, done.output, job['work_dir']))
     return results
 
 
@@ -136,24 +138,21 @@ def configs(tmp_path_factory, data_roots, repo_root) -> Dict[str, str]:
 
 
 @pytest.fixture(scope='module')
-def trained(tmp_path_factory, configs, repo_root,
-            subprocess_env) -> Dict[str, Run]:
+def trained(tmp_path_factory, configs) -> Dict[str, Run]:
     root = tmp_path_factory.mktemp('seg_train')
     jobs = [
         dict(
             cmd=[
-                sys.executable, 'tools/train.py', configs[family],
-                '--work-dir',
+                'tools/train.py', configs[family], '--work-dir',
                 str(root / family)
             ],
             work_dir=str(root / family)) for family in FAMILIES
     ]
-    return dict(zip(FAMILIES, run_parallel(jobs, subprocess_env, repo_root)))
+    return dict(zip(FAMILIES, run_jobs(jobs)))
 
 
 @pytest.fixture(scope='module')
-def followups(tmp_path_factory, configs, trained, repo_root,
-              subprocess_env) -> Dict[str, Run]:
+def followups(tmp_path_factory, configs, trained) -> Dict[str, Run]:
     """Resume, slide-window test and a 2-process run of UperNet LocAtViT;
     test and resume of the LocAtViT probe."""
     check(trained['upernet_locat'])
@@ -174,37 +173,36 @@ def followups(tmp_path_factory, configs, trained, repo_root,
     jobs = dict(
         probe_test=dict(
             cmd=[
-                sys.executable, 'tools/test.py', configs['probe_locat'],
+                'tools/test.py', configs['probe_locat'],
                 osp.join(probe.work_dir, f'iter_{ITERS}.pth'), '--work-dir',
                 str(root / 'probe_test')
             ],
             work_dir=str(root / 'probe_test')),
         probe_resume=dict(
             cmd=[
-                sys.executable, 'tools/train.py', configs['probe_locat'],
-                '--work-dir', probe_resume_dir, '--resume', '--cfg-options',
+                'tools/train.py', configs['probe_locat'], '--work-dir',
+                probe_resume_dir, '--resume', '--cfg-options',
                 f'train_cfg.max_iters={ITERS + 1}',
                 f'train_cfg.val_interval={ITERS + 1}'
             ],
             work_dir=probe_resume_dir),
         dist=dict(
             cmd=[
-                'bash', 'tools/dist_train.sh', cfg, '2', '--work-dir',
+                'tools/dist_train.sh', cfg, '2', '--work-dir',
                 str(root / 'dist')
             ],
             work_dir=str(root / 'dist'),
-            env=dict(PORT=str(free_port()))),
+            env=dict(PORT=str(free_port())),
+            isolate='2 gloo processes under torchrun'),
         resume=dict(
             cmd=[
-                sys.executable, 'tools/train.py', cfg, '--work-dir',
-                resume_dir, '--resume', '--cfg-options',
-                f'train_cfg.max_iters={ITERS + 1}',
+                'tools/train.py', cfg, '--work-dir', resume_dir, '--resume',
+                '--cfg-options', f'train_cfg.max_iters={ITERS + 1}',
                 f'train_cfg.val_interval={ITERS + 1}'
             ],
             work_dir=resume_dir),
         test=dict(
             cmd=[
-                sys.executable,
                 'tools/test.py',
                 cfg,
                 ckpt,
@@ -223,9 +221,7 @@ def followups(tmp_path_factory, configs, trained, repo_root,
             ],
             work_dir=test_dir),
     )
-    return dict(
-        zip(jobs, run_parallel(list(jobs.values()), subprocess_env,
-                               repo_root)))
+    return dict(zip(jobs, run_jobs(list(jobs.values()))))
 
 
 def load_state_dict(path: str) -> dict:
