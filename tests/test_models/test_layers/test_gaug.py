@@ -205,3 +205,22 @@ def test_bad_inputs_raise():
         gaug(torch.randn(1, 2, 10, 4), (3, 3))
     with pytest.raises(ValueError, match='shape'):
         gaug(torch.randn(2, 10, 8), (3, 3))
+
+
+def test_axis_terms_made_under_fake_tensor_mode_are_not_cached():
+    """FLOP counting (tools/analysis_tools/get_flops.py) runs the model
+    under ``FakeTensorMode``: the cached ``-1/2 (i - j)^2`` terms were then
+    value-less placeholders that every later real forward of that grid
+    read (LocAtViT parity off by 0.06, ONNX export failing on
+    ``aten.equal``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from mmlocat.models.layers.gaug import bias
+    length, clamp = 13, -3.25  # a key no other test uses
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        bias._axis_terms(length, clamp, torch.device('cpu'))
+    terms = bias._axis_terms(length, clamp, torch.device('cpu'))
+    assert type(terms) is torch.Tensor
+    idx = torch.arange(length, dtype=torch.float32)
+    expected = (-0.5 * (idx[:, None] - idx[None, :])**2).clamp(min=clamp)
+    torch.testing.assert_close(terms, expected, rtol=0, atol=0)

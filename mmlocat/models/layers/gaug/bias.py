@@ -17,7 +17,7 @@ independently. Pure torch: no OpenMMLab import, and no import of the
 kernels (they receive this module's outputs from the dispatcher).
 """
 import math
-from functools import lru_cache
+from collections import OrderedDict
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -78,20 +78,36 @@ def gaug_clamp_value(grid_size: Sequence[int]) -> float:
     return max(-0.5 * (max(grid_size) - 1)**2, _CLAMP_FLOOR)
 
 
-@lru_cache(maxsize=32)
+# (length, clamp, device) -> terms; at most _AXIS_CACHE_SIZE entries
+_AXIS_CACHE: 'OrderedDict[Tuple, torch.Tensor]' = OrderedDict()
+_AXIS_CACHE_SIZE = 32
+
+
 def _axis_terms(length: int, clamp_value: Optional[float],
                 device: torch.device) -> torch.Tensor:
     """``-1/2 * (i - j)^2`` for ``i, j < length``, clamped below, float32.
 
     Cached per (length, clamp, device); the result is read-only for callers.
     Created outside inference mode so that a first call under
-    ``torch.inference_mode`` does not poison later training steps.
+    ``torch.inference_mode`` does not poison later training steps. Only a
+    plain tensor is cached: one made under a tensor mode (a
+    ``FakeTensorMode`` of FLOP counting or export tracing) is a
+    placeholder without values, and a later real forward would read it.
     """
+    key = (length, clamp_value, device)
+    terms = _AXIS_CACHE.get(key)
+    if terms is not None:
+        _AXIS_CACHE.move_to_end(key)
+        return terms
     with torch.inference_mode(False):
         idx = torch.arange(length, device=device, dtype=torch.float32)
         terms = -0.5 * (idx[:, None] - idx[None, :])**2
         if clamp_value is not None:
             terms = terms.clamp(min=clamp_value)
+    if type(terms) is torch.Tensor:  # noqa: E721 (subclasses: fake, ...)
+        _AXIS_CACHE[key] = terms
+        if len(_AXIS_CACHE) > _AXIS_CACHE_SIZE:
+            _AXIS_CACHE.popitem(last=False)
     return terms
 
 
