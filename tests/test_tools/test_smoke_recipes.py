@@ -3,8 +3,8 @@ tiny data (``tools/dataset_converters/make_tiny_datasets.py``) with the
 documented smoke-trial switches only (docs/tools.md, "Smoke trials"):
 ``--data-root`` plus the overrides listed there; an evaluation-only
 recipe evaluates its model as built (``tools/misc/init_checkpoint.py``).
-The tools run in this process, as ``python tools/train.py ...`` would
-(helpers.harness.run_tool).
+The tools run as ``python tools/train.py ...`` would, each in its own
+process (helpers.harness.run_tool, isolated: the models are full size).
 
 Not here, for a reason (docs/tools.md): CIFAR-100 (mmpretrain's CIFAR100
 reads only the release's files, by md5), zero-shot segmentation and F-ViT
@@ -58,6 +58,11 @@ TEST = [
     ('last-corloc-coco20k', 'configs/last/corloc_dino-s_coco20k.py', CORLOC),
 ]
 
+# The recipes' models are full size (ViT-B, CLIP B/16) and their data
+# loaders fork workers: in the test process, each fork copied a process
+# grown by the whole suite (a full run was killed for memory).
+FULL_SIZE = 'full-size recipes whose data loaders fork workers'
+
 
 @pytest.fixture(scope='module')
 def tiny_root(tmp_path_factory):
@@ -75,8 +80,16 @@ def tiny_root(tmp_path_factory):
     'family,config,options', TRAIN, ids=[t[0] for t in TRAIN])
 def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
     work = str(tmp_path / 'work')
-    out = run_tool('tools/train.py', config, '--data-root', tiny_root,
-                   '--work-dir', work, '--cfg-options', *options).ok()
+    out = run_tool(
+        'tools/train.py',
+        config,
+        '--data-root',
+        tiny_root,
+        '--work-dir',
+        work,
+        '--cfg-options',
+        *options,
+        isolate=FULL_SIZE).ok()
     assert '--data-root: ' in out
     if family == 'locat-upernet':  # each moved path is printed
         assert ('--data-root: train_dataloader.dataset.data_root: '
@@ -93,12 +106,16 @@ def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
     'family,config,options', TEST, ids=[t[0] for t in TEST])
 def test_evaluate_once(family, config, options, tiny_root, tmp_path):
     checkpoint = str(tmp_path / 'init.pth')
-    run_tool('tools/misc/init_checkpoint.py', config, checkpoint).ok()
+    run_tool(
+        'tools/misc/init_checkpoint.py', config, checkpoint,
+        isolate=FULL_SIZE).ok()
     args = [
         config, checkpoint, '--data-root', tiny_root, '--work-dir',
         str(tmp_path / 'work')
     ]
-    out = run_tool('tools/test.py', *args +
-                   (['--cfg-options', *options] if options else [])).ok()
+    out = run_tool(
+        'tools/test.py',
+        *args + (['--cfg-options', *options] if options else []),
+        isolate=FULL_SIZE).ok()
     assert '--data-root: ' in out
     assert 'Epoch(test) [' in out, out[-3000:]
