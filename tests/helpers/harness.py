@@ -36,7 +36,7 @@ import sys
 import tempfile
 import traceback
 import warnings
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from unittest import mock
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -213,20 +213,21 @@ def start_tool(script: str,
                isolate: str,
                cwd: Optional[str] = None,
                env: Optional[Mapping[str, Optional[str]]] = None,
+               prefix: Sequence[str] = (),
                **popen) -> subprocess.Popen:
     """The running subprocess of :func:`run_tool` (``isolate`` required),
-    for a test that acts on it while it runs; ``popen`` goes to
+    for a test that acts on it while it runs; ``prefix``: a command that
+    runs it (e.g. ``setpriv ...``); ``popen`` goes to
     :class:`subprocess.Popen` (stdout and stderr are pipes, text, unless
     it says otherwise)."""
     _reason(isolate, f'start_tool {script}')
     popen.setdefault('stdout', subprocess.PIPE)
     popen.setdefault('stderr', subprocess.PIPE)
     popen.setdefault('text', True)
-    return subprocess.Popen(
-        _command(script, argv),
-        cwd=cwd or REPO_ROOT,
-        env=tool_env(env),
-        **popen)
+    return subprocess.Popen([*prefix, *_command(script, argv)],
+                            cwd=cwd or REPO_ROOT,
+                            env=tool_env(env),
+                            **popen)
 
 
 # ------------------------------------------------------- in-process core
@@ -265,6 +266,26 @@ def fresh_globals() -> Iterator[None]:
                         instance.removeHandler(handler)
             cls._instance_dict.clear()
             cls._instance_dict.update(kept)
+
+
+@contextlib.contextmanager
+def torch_safe_globals_kept() -> Iterator[None]:
+    """torch's weights-only allow-list as it was before, after the run: a
+    run that ends between the runtime's ``before_run`` (which allows
+    mmengine's types) and its ``after_run`` (which takes them back), as a
+    refused or interrupted run does, leaves them allowed; a process would
+    exit, the test process goes on (later tests then read checkpoints
+    with them allowed)."""
+    if 'torch' not in sys.modules:
+        yield
+        return
+    import torch
+    saved = list(torch.serialization.get_safe_globals())
+    try:
+        yield
+    finally:
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(saved)
 
 
 @contextlib.contextmanager
@@ -385,6 +406,7 @@ def run_in_process(
             mock.patch.object(sys, 'path', [osp.dirname(path)] + sys.path))
         stack.enter_context(warnings.catch_warnings())
         stack.enter_context(fresh_globals())
+        stack.enter_context(torch_safe_globals_kept())
         stack.enter_context(_fd_captured(1, fd_out))
         stack.enter_context(_fd_captured(2, fd_err))
         stack.enter_context(contextlib.redirect_stdout(_Tee(1, out, both)))

@@ -211,8 +211,12 @@ def paused_run(cmd: Sequence[str],
     session) and yield it once every rank has paused; the process group
     is killed on the way out if it still runs. :func:`resume` lets it go
     on."""
+    # [prefix...] python|bash SCRIPT ARGS (prefix: e.g. setpriv ...)
+    at = next(i for i, word in enumerate(cmd)
+              if word in (sys.executable, 'bash'))
     proc = start_tool(
-        *cmd[1:],
+        *cmd[at + 1:],
+        prefix=cmd[:at],
         cwd=cwd,
         env=env,
         start_new_session=True,
