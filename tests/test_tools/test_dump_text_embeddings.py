@@ -205,12 +205,26 @@ def test_seg_config_with_a_misordered_class_name_file(tmp_path, repo_root,
     assert not (tmp_path / 'o.npy').exists()
 
 
+def _names_refused(tool, names, message, tmp_path, monkeypatch, capsys):
+    """``dump --names NAMES`` exits 2 with exactly ``message``."""
+    from mmlocat.utils.checkpoint_io import run_cli
+    monkeypatch.setattr(sys, 'argv', [
+        'dump', '--names',
+        str(names), '--pretrained', 'w.pt',
+        str(tmp_path / 'x.npy')
+    ])
+    with pytest.raises(SystemExit) as info:
+        run_cli('dump_text_embeddings', tool.main)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f'dump_text_embeddings: error: {message}', err
+
+
 def test_names_file_latin1_and_duplicates_are_named(tmp_path, load_tool,
                                                     monkeypatch, capsys):
     """A Latin-1 --names file ended in a bare UnicodeDecodeError; a name
     listed twice was refused as 'class_names has duplicates' (which, and
     where?) after the CLIP model was loaded."""
-    from mmlocat.utils.checkpoint_io import run_cli
     tool = load_tool(TOOL, 'dump_text_emb')
 
     def no_encoder(*args):
@@ -228,23 +242,13 @@ def test_names_file_latin1_and_duplicates_are_named(tmp_path, load_tool,
         (twice, f"{twice}:3: class name 'cat' is listed twice (items 1 and "
          '3); a class is one item: remove one of them'),
     ):
-        monkeypatch.setattr(sys, 'argv', [
-            'dump', '--names',
-            str(path), '--pretrained', 'w.pt',
-            str(tmp_path / 'x.npy')
-        ])
-        with pytest.raises(SystemExit) as info:
-            run_cli('dump_text_embeddings', tool.main)
-        assert info.value.code == 2
-        err = capsys.readouterr().err.strip()
-        assert err == f'dump_text_embeddings: error: {message}', err
+        _names_refused(tool, path, message, tmp_path, monkeypatch, capsys)
 
 
 def test_names_take_the_one_class_list_grammar(tmp_path, load_tool,
                                                monkeypatch, capsys):
     """Issue 34: ``--names`` read only files ("cat, dog" was a missing
     file); it reads what ``infer.py --classes`` reads."""
-    from mmlocat.utils.checkpoint_io import run_cli
     tool = load_tool(TOOL, 'dump_text_emb')
     for names, message in (
         ('cat, dog, cat', "'cat, dog, cat': class name 'cat' is listed "
@@ -252,12 +256,4 @@ def test_names_take_the_one_class_list_grammar(tmp_path, load_tool,
         ('cat; dog', "'cat; dog': \";\" does not separate class names; "
          'separate them by commas ("cat, remote control")'),
     ):
-        monkeypatch.setattr(sys, 'argv', [
-            'dump', '--names', names, '--pretrained', 'w.pt',
-            str(tmp_path / 'x.npy')
-        ])
-        with pytest.raises(SystemExit) as info:
-            run_cli('dump_text_embeddings', tool.main)
-        assert info.value.code == 2
-        err = capsys.readouterr().err.strip()
-        assert err == f'dump_text_embeddings: error: {message}', err
+        _names_refused(tool, names, message, tmp_path, monkeypatch, capsys)
