@@ -124,6 +124,9 @@ class CheckpointToHooks(Hook):
 
     def before_run(self, runner) -> None:
         checkpoint = self.loaded.checkpoint
+        # named where mmengine's load_from would name it, for the hooks'
+        # messages (the Runner read its own load_from, None, when built)
+        runner.cfg.load_from = checkpoint.source
         runner.call_hook(
             'after_load_checkpoint', checkpoint=checkpoint.checkpoint)
         now = ModelCheckpoint.of(checkpoint.checkpoint, checkpoint.source)

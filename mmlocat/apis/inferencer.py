@@ -787,6 +787,11 @@ class MMLocatInferencer:
                 alpha=alpha,
                 vocabulary=self.vocabulary), weights)
         meta = weights.meta
+        model = self.handler.model
+        if self.vocabulary is None and hasattr(model,
+                                               'check_tower_checkpoint'):
+            # the tower loaded is the one run (as tools/test.py's hook)
+            model.check_tower_checkpoint(checkpoint, loaded=weights.checkpoint)
         del weights  # copied into the model: free its tensors
         if self.vocabulary is None:
             check_class_files(

@@ -525,9 +525,10 @@ def check_same_clip(text_model: Dict,
             f'{hint}')
 
 
-def _unproven(text_model: Mapping, image_model: Mapping,
-              checkpoint: str) -> list:
-    """What cannot be proven about pairing these two records."""
+def _unproven(text_model: Mapping, image_model: Mapping, checkpoint: str,
+              weights: Optional[str]) -> list:
+    """What cannot be proven about pairing these two records (``weights``:
+    :func:`weights_sha256` of the checkpoint's state dict)."""
     problems = []
     if not text_model:
         problems.append('the sidecar records no text model (a plain name '
@@ -552,13 +553,11 @@ def _unproven(text_model: Mapping, image_model: Mapping,
             f"{checkpoint}'s meta['clip'] does not fingerprint the tower's "
             'own weights (image_sha256: converted before mmlocat recorded '
             'it)')
-    else:
-        found = checkpoint_weights_sha256(checkpoint)
-        if found != recorded:
-            problems.append(
-                f"{checkpoint}'s meta['clip'] records image_sha256 "
-                f'{recorded} but its weights have {found} (a record copied '
-                'from another checkpoint?)')
+    elif weights != recorded:
+        problems.append(
+            f"{checkpoint}'s meta['clip'] records image_sha256 "
+            f'{recorded} but its weights have {weights} (a record copied '
+            'from another checkpoint?)')
     return problems
 
 
@@ -568,9 +567,15 @@ def check_clip_pairing(text_model: Mapping,
                        consumer: str,
                        opt_out: str,
                        allowed: bool = False,
-                       logger='current') -> None:
+                       logger='current',
+                       loaded: Optional[Mapping] = None) -> None:
     """The one rule: a model pairing a CLIP tower checkpoint with text
     embeddings refuses a pairing it cannot prove, and a proven mismatch.
+
+    Checked where the tower is named (the model's ``init_cfg``, at build)
+    and where a checkpoint is loaded into the model (``loaded``: what
+    ``tools/test.py`` or a host's ``load_from`` loaded), so a tower given
+    to ``tools/test.py`` is checked, not only the config's.
 
     Not proven: the tower checkpoint records no CLIP, or a name only, or
     a record whose ``image_sha256`` is not its weights (copied), or none
@@ -588,6 +593,10 @@ def check_clip_pairing(text_model: Mapping,
         allowed: The config set ``opt_out``: nothing is refused, and what
             is not proven is logged as a warning.
         logger: Where the opt-out's warning goes.
+        loaded: The checkpoint as loaded (a dict with ``meta`` and the
+            state dict): its records and weights are read from it, and
+            ``checkpoint`` only names it; None: read the file
+            ``checkpoint``.
 
     Raises:
         ValueError: Naming both files, what is not proven (or differs) and
@@ -600,10 +609,16 @@ def check_clip_pairing(text_model: Mapping,
             logger=logger,
             level=logging.WARNING)
         return
-    if '://' not in checkpoint and not osp.exists(checkpoint):
+    if loaded is not None:
+        meta = check_meta(loaded.get('meta'), checkpoint)
+        weights = weights_sha256(unwrap_state_dict(loaded, checkpoint))
+    elif '://' not in checkpoint and not osp.exists(checkpoint):
         return  # loading the weights names the missing file
-    image_model = read_checkpoint_meta(checkpoint).get(CLIP_KEY) or {}
-    problems = _unproven(text_model, image_model, checkpoint)
+    else:
+        meta = read_checkpoint_meta(checkpoint)
+        weights = checkpoint_weights_sha256(checkpoint)
+    image_model = meta.get(CLIP_KEY) or {}
+    problems = _unproven(text_model, image_model, checkpoint, weights)
     if problems:
         raise ValueError(
             f'{consumer} cannot prove that {text_file} and the tower '

@@ -4,9 +4,12 @@ Generated VOC and COCO-Object (converted from COCO-Stuff-164k maps) data
 in their real layouts; the text embeddings are written by
 ``tools/misc/dump_text_embeddings.py --seg-config`` with a random-init
 open_clip model (tiny custom config), from the configs' class-name files;
-the shipped configs are derived with a tiny CLIP tower and evaluated by
+the shipped configs are derived with a tiny CLIP tower, converted from the
+same open_clip file by ``clip2mmlocat.py``, and evaluated by
 ``tools/test.py`` (mmseg's ``IoUMetric`` prints mIoU). Embeddings of
-another class order stop the run before the first batch.
+another class order stop the run before the first batch; a tower given to
+``tools/test.py`` that cannot be paired with the embeddings stops it at
+loading.
 """
 import json
 import os.path as osp
@@ -93,13 +96,16 @@ def _random_checkpoint(config, path):
 
 
 def _evaluate(tmp_path, config, clip):
+    """The user's chain: the embeddings and the tower converted from one
+    CLIP file (both record it), then tools/test.py."""
     emb = str(tmp_path / 'emb.npy')
     run_tool('tools/misc/dump_text_embeddings.py', '--seg-config', config,
              '--model-config', clip[0], '--pretrained', clip[1], '--templates',
              'imagenet80', '--prompt-style', 'plain', emb).ok()
-    ckpt = tmp_path / 'random.pth'
-    _random_checkpoint(config, ckpt)
-    return run_tool('tools/test.py', config, ckpt, '--work-dir',
+    tower = tmp_path / 'tower.pth'
+    run_tool('tools/model_converters/clip2mmlocat.py', '--model-config',
+             clip[0], clip[1], tower).ok()
+    return run_tool('tools/test.py', config, tower, '--work-dir',
                     tmp_path / 'work').ok(4000)
 
 
@@ -159,9 +165,42 @@ def test_embeddings_of_other_classes_stop_the_run(tmp_path, repo_root):
         ])
     ckpt = tmp_path / 'random.pth'
     _random_checkpoint(config, ckpt)
+    # record-less embeddings and tower: the class order is the point here
     proc = run_tool('tools/test.py', config, ckpt, '--work-dir',
-                    tmp_path / 'work')
+                    tmp_path / 'work', '--cfg-options',
+                    'model.check_clip=False')
     log = proc.output
     assert proc.returncode != 0, log[-4000:]
     assert "different order (first difference at row 3: 'bottle'" in log
     assert 'mIoU:' not in log
+
+
+@pytest.mark.timeout(300)
+def test_an_unproven_tower_given_to_test_py_is_refused(tmp_path, repo_root,
+                                                       open_clip_files):
+    """The config's init_cfg names no tower (or the right one); the tower
+    tools/test.py loads is the one evaluated. It was never checked: a
+    record-less tower was evaluated with the embeddings of a recorded CLIP
+    (mIoU of an unpaired model, exit 0)."""
+    paths = generate('pascal_voc', str(tmp_path / 'data'), 1, 1, (32, 32))
+    emb = str(tmp_path / 'emb.npy')
+    config = _derive(tmp_path, repo_root, 'zeroshot_clip-b16_voc20.py',
+                     paths['data_root'], emb)
+    clip = open_clip_files
+    run_tool('tools/misc/dump_text_embeddings.py', '--seg-config', config,
+             '--model-config', clip[0], '--pretrained', clip[1], emb).ok()
+    ckpt = tmp_path / 'random.pth'
+    _random_checkpoint(config, ckpt)  # no records
+    proc = run_tool('tools/test.py', config, ckpt, '--work-dir',
+                    tmp_path / 'work')
+    assert proc.returncode != 0, proc.output[-4000:]
+    assert (f'cannot prove that {emb} and the tower {ckpt} come from one '
+            "CLIP") in proc.output
+    assert "random.pth records no CLIP (meta['clip'])" in proc.output
+    assert 'mIoU:' not in proc.output
+    # the named opt-out evaluates it, and logs the pairing it did not check
+    log = run_tool('tools/test.py', config, ckpt, '--work-dir',
+                   tmp_path / 'work', '--cfg-options',
+                   'model.check_clip=False').ok(4000)
+    assert f'check_clip=False: {emb} is used with the tower {ckpt}' in log
+    assert 'mIoU:' in log

@@ -382,7 +382,7 @@ def zero_shot(repo_root, tmp_path_factory, load_tool):
     protocol (background by the constant ``bg_thresh`` channel, one name
     per class, instance-based maps), its embeddings written by the dump
     tool with a random-init open_clip model (so the sidecar records the
-    text model) and a tower checkpoint."""
+    text model) and the tower converted from the same open_clip file."""
     import open_clip
     zs = load_tool('tests/test_e2e/test_zero_shot_e2e.py', 'zs_e2e')
     tmp = tmp_path_factory.mktemp('zs')
@@ -415,14 +415,17 @@ def zero_shot(repo_root, tmp_path_factory, load_tool):
         return np.load(out)
 
     run_dump(emb, '--seg-config', str(cfg))
+    # the tower converted from the same CLIP file (both record it)
     ckpt = tmp / 'tower.pth'
-    zs._random_checkpoint(cfg, ckpt)
+    run_tool('tools/model_converters/clip2mmlocat.py', '--model-config',
+             model_cfg, weights, ckpt).ok()
     return dict(
         cfg=str(cfg),
         ckpt=str(ckpt),
         model_cfg=str(model_cfg),
         weights=weights,
         run_dump=run_dump,
+        random_checkpoint=zs._random_checkpoint,
         val_dir=osp.join(paths['data_root'], paths['val_img_dir']))
 
 
@@ -470,6 +473,14 @@ def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path):
             'infer.py', zero_shot['val_dir'], cfg, ckpt, '--out',
             str(tmp_path / 'bad')
         ] + argv, message)
+    # a tower that cannot be paired with the embeddings: refused as by
+    # test.py (it ran before: infer.py never checked the tower it loaded)
+    bare = str(tmp_path / 'bare.pth')
+    zero_shot['random_checkpoint'](cfg, bare)  # no records
+    _assert_cli_error([
+        'infer.py', zero_shot['val_dir'], cfg, bare, '--out',
+        str(tmp_path / 'bare')
+    ], f"{bare} records no CLIP (meta['clip'])")
 
 
 @pytest.mark.timeout(300)

@@ -192,15 +192,11 @@ class ZeroShotSegmentor(SummarisedInitInfo, BaseSegmentor):
             text_model, text_embeddings,
             dict(templates=templates, prompt_style=prompt_style),
             'ZeroShotSegmentor', TEMPLATE_SETS)
+        self._text_model = text_model
+        self.check_clip = check_clip
         checkpoint = self._tower_checkpoint(backbone)
         if checkpoint:
-            check_clip_pairing(
-                text_model,
-                text_embeddings,
-                checkpoint,
-                'ZeroShotSegmentor',
-                'check_clip=False',
-                allowed=not check_clip)
+            self.check_tower_checkpoint(checkpoint)
         dims = self.backbone.embed_global(
             torch.zeros(1, self.backbone.embed_dims))
         if dims.shape[-1] != table.embeddings.shape[1]:
@@ -328,6 +324,29 @@ class ZeroShotSegmentor(SummarisedInitInfo, BaseSegmentor):
                     f'the class-name file{hint}; dump the embeddings from '
                     'the config (tools/misc/dump_text_embeddings.py '
                     '--seg-config)')
+
+    def check_tower_checkpoint(self,
+                               checkpoint: str,
+                               loaded: Optional[dict] = None) -> None:
+        """Refuse a tower checkpoint that cannot be proven to come from the
+        CLIP of the text embeddings (:func:`mmlocat.utils.records.
+        check_clip_pairing`; ``check_clip=False`` logs instead): the
+        ``init_cfg``'s file at build, and what ``tools/test.py`` (or a
+        host's ``load_from``) loads, through
+        :class:`mmlocat.ZeroShotClassCheckHook`.
+
+        Args:
+            checkpoint: The file (or, with ``loaded``, its name).
+            loaded: The checkpoint dict as loaded; None: read the file.
+        """
+        check_clip_pairing(
+            self._text_model,
+            self.text_embeddings_file,
+            checkpoint,
+            'ZeroShotSegmentor',
+            'check_clip=False',
+            allowed=not self.check_clip,
+            loaded=loaded)
 
     def check_classes(self, classes: Sequence[str]) -> None:
         """Raise unless ``classes`` (the dataset's, in label order) are the

@@ -717,3 +717,25 @@ def test_an_npz_named_npy_is_named(tmp_path):
         np.savez(f, rows=np.zeros((2, OUT), np.float32))
     with pytest.raises(ValueError, match='q.npy is an .npz archive'):
         _build(text_embeddings=path, backbone=backbone)
+
+
+def test_a_loaded_tower_is_checked_as_loaded(tmp_path):
+    """What tools/test.py / a host's load_from loads is checked from the
+    loaded dict (its meta and its own weights), not from the config's
+    init_cfg file."""
+    from mmlocat.utils.checkpoint_io import read_checkpoint
+    path, backbone, ckpt = _proven_pair(tmp_path)
+    model = _build(text_embeddings=path, backbone=backbone)
+    loaded = read_checkpoint(ckpt)
+    model.check_tower_checkpoint('given.pth', loaded=loaded)  # proven
+    # the same record over other weights: copied
+    other = dict(
+        loaded, state_dict={
+            k: v + 1
+            for k, v in loaded['state_dict'].items()
+        })
+    with pytest.raises(ValueError, match='given.pth.s meta.*a record copied'):
+        model.check_tower_checkpoint('given.pth', loaded=other)
+    with pytest.raises(ValueError, match=r"given.pth records no CLIP"):
+        model.check_tower_checkpoint(
+            'given.pth', loaded=dict(state_dict=loaded['state_dict']))
