@@ -129,6 +129,22 @@ def _known_top_keys(cfg: Config) -> List[str]:
     return sorted(set(cfg.keys()) | set(runner) | set(_RUNTIME_KEYS))
 
 
+class _CfgOptionsAction(DictAction):
+    """mmengine's ``DictAction`` with an item that is not ``KEY=VALUE``
+    named (mmengine fails on it with a bare unpacking error): usually a
+    positional argument written after ``--cfg-options``, which takes every
+    word up to the next option."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for item in values:
+            if '=' not in item:
+                parser.error(
+                    f'{option_string} {item!r} is not KEY=VALUE: a '
+                    f'positional argument after {option_string} is read as '
+                    'one of its items; put it before the option')
+        super().__call__(parser, namespace, values, option_string)
+
+
 def add_cfg_options(parser: argparse.ArgumentParser,
                     new_keys: bool = True) -> None:
     """Declare ``--cfg-options`` and (``new_keys``) ``--cfg-new-keys``, as
@@ -142,7 +158,7 @@ def add_cfg_options(parser: argparse.ArgumentParser,
     parser.add_argument(
         '--cfg-options',
         nargs='+',
-        action=DictAction,
+        action=_CfgOptionsAction,
         help='override settings of the config, key=value pairs' +
         (checked if new_keys else ''))
     if new_keys:

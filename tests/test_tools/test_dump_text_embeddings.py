@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers.harness import run_tool
 
 from mmlocat.text import TEMPLATE_SETS, load_text_embeddings
 from mmlocat.utils.records import rows_sha256, templates_sha256
@@ -257,3 +258,51 @@ def test_names_take_the_one_class_list_grammar(tmp_path, load_tool,
          'separate them by commas ("cat, remote control")'),
     ):
         _names_refused(tool, names, message, tmp_path, monkeypatch, capsys)
+
+
+def test_random_text_tower_for_smoke_trials(tmp_path, repo_root, monkeypatch):
+    """--random-text-tower: open_clip's random tower, no download; the
+    sidecar records no weights and the cache is left alone.
+    --cfg-options changes the --seg-config config (its templates here)."""
+    import open_clip
+    model_config = tmp_path / 'tiny-dump-random.json'
+    model_config.write_text(
+        json.dumps(
+            dict(
+                embed_dim=8,
+                vision_cfg=dict(
+                    image_size=32, layers=1, width=16, patch_size=16),
+                text_cfg=dict(
+                    context_length=77,
+                    vocab_size=49408,
+                    width=16,
+                    heads=2,
+                    layers=1))))
+    open_clip.add_model_config(str(model_config))
+    cache = tmp_path / 'cache'
+    monkeypatch.setenv('MMLOCAT_CACHE', str(cache))
+    config = osp.join(repo_root, 'configs/last/zeroshot_clip-b16_voc20.py')
+    out = str(tmp_path / 'voc20.npy')
+    args = ['--seg-config', config, '--model-config', str(model_config)]
+    log = run_tool(TOOL, out, *args, '--random-text-tower', '--cfg-options',
+                   'model.templates=single').ok()
+    assert '30 names, 20 classes, single templates, plain prompts' in log
+    side = json.load(open(out[:-4] + '.json'))
+    assert side['text_model']['weights'] is None
+    assert side['text_model']['templates'] == 'single'
+    assert not cache.exists()
+    # the options change only a --seg-config config; one weights source
+    for extra, message in (
+        ([
+            '--names', 'cat,dog', '--random-text-tower', '--cfg-options',
+            'model.templates=single'
+        ], 'without one there is nothing'),
+        (args + ['--random-text-tower', '--pretrained', 'w.pt'],
+         'not allowed with argument'),
+        (args + [
+            '--random-text-tower', '--cfg-options', 'model.templates=single',
+            out
+        ], f"'{out}' is not KEY=VALUE"),
+    ):
+        proc = run_tool(TOOL, *([] if out in extra else [out]), *extra)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr

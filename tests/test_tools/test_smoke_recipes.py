@@ -6,10 +6,15 @@ recipe evaluates its model as built (``tools/misc/init_checkpoint.py``).
 The tools run as ``python tools/train.py ...`` would, each in its own
 process (helpers.harness.run_tool, isolated: the models are full size).
 
+The recipes that read text-embedding files (zero-shot segmentation,
+F-ViT, LaSt-CLIP's zero-shot ImageNet test) get them from
+``dump_text_embeddings.py --random-text-tower`` (one template a name); the
+tests, whose tower checkpoint records no CLIP, opt out of the CLIP pairing
+check (``check_clip=False``, logged). F-ViT with a random tower (no
+``init_cfg``) has no tower checkpoint to pair.
+
 Not here, for a reason (docs/tools.md): CIFAR-100 (mmpretrain's CIFAR100
-reads only the release's files, by md5), zero-shot segmentation and F-ViT
-(they read text-embedding files, which ``dump_text_embeddings.py`` writes
-from downloaded CLIP text weights)."""
+reads only the release's files, by md5)."""
 import os.path as osp
 
 import pytest
@@ -32,6 +37,8 @@ LAST_CLIP = [
     'model.init_logit_scale=2.6593'
 ]
 CORLOC = ['test_dataloader.dataset.expected_num_images=None']
+# a recipe reading text embeddings of a random text tower
+NO_CLIP_CHECK = ['model.check_clip=False']
 
 # (family, config, options) of the training recipes
 TRAIN = [
@@ -56,6 +63,28 @@ TEST = [
     ('last-corloc-voc07', 'configs/last/corloc_dino-s_voc07.py', CORLOC),
     ('last-corloc-voc12', 'configs/last/corloc_dino-s_voc12.py', CORLOC),
     ('last-corloc-coco20k', 'configs/last/corloc_dino-s_coco20k.py', CORLOC),
+]
+
+ZERO_SHOT = NO_WEIGHTS + NO_CLIP_CHECK + ['model.templates=single']
+# (family, config, dump_text_embeddings.py arguments, the embedding file
+# under the data root, the tool that runs the recipe, options)
+WITH_TEXT = [
+    ('zero-shot-seg', 'configs/last/zeroshot_clip-b16_voc20.py', [
+        '--seg-config', 'configs/last/zeroshot_clip-b16_voc20.py',
+        '--cfg-options', *ZERO_SHOT
+    ], 'embeddings/voc20_clip-b16.npy', 'tools/test.py', ZERO_SHOT),
+    ('fvit-ov-coco', 'configs/ovd/fvit_clip-b16_ov-coco.py', [
+        '--background', '--ann-file',
+        '{root}/coco/annotations/instances_val2017_all_2.json', '--templates',
+        'single'
+    ], 'coco/embeddings/ov-coco_clip-vit-b16.npy', 'tools/train.py',
+     EPOCHS + NO_WEIGHTS),
+    ('last-clip-zero-shot-imagenet',
+     'configs/last/clip_last-b16_8xb64_cc3m.py',
+     ['--imagenet', '--templates',
+      'single'], 'imagenet/embeddings/imagenet_clip-vit-b16.npy',
+     'tools/test.py', LAST_CLIP +
+     ['test_evaluator.templates=single', 'test_evaluator.check_clip=False']),
 ]
 
 # The recipes' models are full size (ViT-B, CLIP B/16) and their data
@@ -119,3 +148,54 @@ def test_evaluate_once(family, config, options, tiny_root, tmp_path):
         isolate=FULL_SIZE).ok()
     assert '--data-root: ' in out
     assert 'Epoch(test) [' in out, out[-3000:]
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    'family,config,dump,embeddings,tool,options',
+    WITH_TEXT,
+    ids=[t[0] for t in WITH_TEXT])
+def test_with_random_text_embeddings(family, config, dump, embeddings, tool,
+                                     options, tiny_root, tmp_path):
+    """Embeddings of open_clip's random text tower where the recipe reads
+    them, then its model evaluated as built or trained one iteration."""
+    out = osp.join(tiny_root, embeddings)
+    dumped = run_tool(
+        'tools/misc/dump_text_embeddings.py',
+        out,
+        '--model',
+        'ViT-B-16-quickgelu',
+        '--random-text-tower',
+        *[arg.format(root=tiny_root) for arg in dump],
+        isolate=FULL_SIZE).ok()
+    assert 'text embeddings: 100%' in dumped
+    work = ['--data-root', tiny_root, '--work-dir', str(tmp_path / 'work')]
+    if tool == 'tools/test.py':
+        checkpoint = str(tmp_path / 'init.pth')
+        run_tool(
+            'tools/misc/init_checkpoint.py',
+            config,
+            checkpoint,
+            '--data-root',
+            tiny_root,
+            '--cfg-options',
+            *options,
+            isolate=FULL_SIZE).ok()
+        ran = run_tool(
+            tool,
+            config,
+            checkpoint,
+            *work,
+            '--cfg-options',
+            *options,
+            isolate=FULL_SIZE).ok()
+        assert 'Iter(test) [1/1]' in ran, ran[-3000:]
+    else:
+        ran = run_tool(
+            tool, config, *work, '--cfg-options', *options,
+            isolate=FULL_SIZE).ok()
+        assert osp.isfile(tmp_path / 'work' / 'epoch_1.pth'), ran[-3000:]
+    if any(o.endswith('check_clip=False') for o in options):
+        # the opt-out is logged, naming the embedding file
+        assert f'check_clip=False: {out} is used with the tower' in ran

@@ -55,6 +55,14 @@ refused)::
         --model ViT-B-16-quickgelu --pretrained checkpoints/ViT-B-16.pt \
         data/embeddings/voc20_clip-b16.npy
 
+``--random-text-tower`` encodes with open_clip's random initialisation
+instead of ``--pretrained`` weights, for a smoke trial without downloads
+(docs/tools.md, "Smoke trials"): the sidecar records no weights, so a
+model refuses the file unless its config opts out of the CLIP check
+(``check_clip=False``, logged). ``--cfg-options`` changes the
+``--seg-config`` config as the other tools' option does (e.g.
+``model.templates=single`` for one prompt per name).
+
 ``--model-config FILE`` registers an open_clip model-config JSON (its file
 stem is the model name) for models open_clip does not ship.
 
@@ -70,8 +78,6 @@ the cache.
 import argparse
 import json
 
-from mmengine.config import Config
-
 from mmlocat.text import (PROMPT_STYLES, TEMPLATE_SETS, encoder_record,
                           names_from_annotations, open_clip_encoder,
                           register_model_config, resolve_class_names,
@@ -82,6 +88,8 @@ from mmlocat.text.class_names import (IMAGENET_NAME_SOURCES,
                                       imagenet_class_names)
 from mmlocat.text.embeddings import embedding_files
 from mmlocat.utils.checkpoint_io import run_cli
+from mmlocat.utils.launch import (add_cfg_options, load_config,
+                                  merge_cfg_options)
 from mmlocat.utils.output_guard import refuse_output_over_input
 
 
@@ -112,10 +120,17 @@ def parse_args(argv=None):
         '--model-config',
         help='open_clip model-config JSON to register (sets --model to its '
         'file stem)')
-    parser.add_argument(
+    weights = parser.add_mutually_exclusive_group(required=True)
+    weights.add_argument(
         '--pretrained',
-        required=True,
         help='open_clip weights (a local file or an open_clip tag)')
+    weights.add_argument(
+        '--random-text-tower',
+        action='store_true',
+        help="open_clip's random initialisation instead of weights, for a "
+        'smoke trial without downloads (docs/tools.md): the embeddings '
+        'mean nothing, their sidecar says so (weights: null) and they are '
+        'never cached')
     parser.add_argument(
         '--background',
         action='store_true',
@@ -140,8 +155,13 @@ def parse_args(argv=None):
         help='encode even when the cache ($MMLOCAT_CACHE/vocabulary, '
         'default ~/.cache/mmlocat/vocabulary) holds these embeddings, and '
         'leave the cache as it is')
+    add_cfg_options(parser)
     parser.add_argument('out', help='output .npy path')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.cfg_options and not args.seg_config:
+        parser.error('--cfg-options changes the --seg-config config; '
+                     'without one there is nothing to change')
+    return args
 
 
 def resolve_prompt_defaults(args: argparse.Namespace) -> None:
@@ -185,7 +205,8 @@ def main():
             names, base = names_from_annotations(json.load(f), args.ann_file)
     elif args.seg_config:
         import mmlocat  # noqa: F401  (registers mmlocat's datasets)
-        cfg = Config.fromfile(args.seg_config)
+        cfg = load_config(args.seg_config)
+        merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
         seg_config_recipe(args, cfg)
         names = zero_shot_classes(cfg)
         if cfg.model.get('class_name_file') is not None:
@@ -214,7 +235,7 @@ def main():
         # ImageNet's lists name a few classes twice (open_clip: missile,
         # sunglasses): one embedding each, as open_clip
         repeated_names=imagenet or len(set(names)) != len(names))
-    if args.no_cache:
+    if args.no_cache or args.random_text_tower:
         encode = open_clip_encoder(model_name, args.pretrained, args.device)
         embeddings, rows = write_text_embeddings(
             args.out, names, encode,

@@ -18,7 +18,8 @@ from mmengine.registry import MODELS, init_default_scope
 
 import mmlocat  # noqa: F401  (registry node)
 from mmlocat.utils.checkpoint_io import run_cli, save_checkpoint
-from mmlocat.utils.launch import (add_cfg_options, load_config,
+from mmlocat.utils.launch import (add_cfg_options, add_data_root_option,
+                                  apply_data_root, load_config,
                                   merge_cfg_options)
 from mmlocat.utils.output_guard import refuse_output_over_input
 
@@ -27,6 +28,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', help='config file')
     parser.add_argument('out', help='output checkpoint (.pth)')
+    add_data_root_option(parser)
     add_cfg_options(parser)
     return parser.parse_args(argv)
 
@@ -35,6 +37,9 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     refuse_output_over_input(dict(OUT=args.out), dict(CONFIG=args.config))
     cfg = load_config(args.config)
+    # a model may read data files when built (text-embedding files); as
+    # tools/train.py, --cfg-options come after and are not moved
+    apply_data_root(cfg, args.data_root)
     merge_cfg_options(cfg, args.cfg_options, args.cfg_new_keys)
     init_default_scope(cfg.get('default_scope', 'mmengine'))
     model = MODELS.build(cfg.model)
