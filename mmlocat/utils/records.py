@@ -110,12 +110,12 @@ __all__ = [
     'SOURCE_KEY', 'CONVERTER_KEY', 'META_SCHEMA', 'LEGACY_KEYS', 'check_meta',
     'file_sha256', 'read_checkpoint_meta', 'checkpoint_weights_sha256',
     'clip_meta', 'clip_provenance', 'check_same_clip', 'check_clip_pairing',
-    'check_text_weights', 'text_tower_tensors', 'tensors_sha256',
-    'text_sha256', 'weights_sha256', 'rows_sha256', 'templates_sha256',
-    'check_sidecar_rows', 'file_text_sha256', 'text_provenance',
-    'NOT_TEXT_KEYS', 'TEXT_ACTS', 'check_prompt_recipe', 'check_same_classes',
-    'ClassFiles', 'file_record', 'files_record', 'check_class_files',
-    'ALLOW_OPTION', 'TEST_FIX', 'RESUME_FIX'
+    'check_text_tower_pairing', 'check_text_weights', 'text_tower_tensors',
+    'tensors_sha256', 'text_sha256', 'weights_sha256', 'rows_sha256',
+    'templates_sha256', 'check_sidecar_rows', 'file_text_sha256',
+    'text_provenance', 'NOT_TEXT_KEYS', 'TEXT_ACTS', 'check_prompt_recipe',
+    'check_same_classes', 'ClassFiles', 'file_record', 'files_record',
+    'check_class_files', 'ALLOW_OPTION', 'TEST_FIX', 'RESUME_FIX'
 ]
 
 #: The version of the records' schema this module writes; a checkpoint
@@ -628,6 +628,53 @@ def check_clip_pairing(text_model: Mapping,
             'tools/misc/dump_text_embeddings.py --pretrained (it records '
             f'the text tower and the rows), or set {opt_out} (logged)')
     check_same_clip(text_model, text_file, image_model, checkpoint)
+
+
+def check_text_tower_pairing(text_model: Mapping,
+                             text_file: str,
+                             tower_fingerprint: str,
+                             tower: str,
+                             consumer: str,
+                             opt_out: str,
+                             allowed: bool = False,
+                             logger='current') -> None:
+    """The rule of :func:`check_clip_pairing` for a model that holds its
+    own text tower (LaSt-CLIP, whose text tower is the one its
+    embeddings must come from): the sidecar's recorded text-tower
+    fingerprint must be that of the tower as evaluated.
+
+    Args:
+        text_model: The sidecar's ``text_model`` record.
+        text_file: The embedding file (for messages).
+        tower_fingerprint: :func:`text_sha256` of the evaluated model's
+            text tower, with the weights it holds now (as loaded).
+        tower: What holds that tower (for messages).
+        consumer, opt_out, allowed, logger: As :func:`check_clip_pairing`.
+
+    Raises:
+        ValueError: The sidecar records no text-tower fingerprint, or
+            another one; naming both and the fixes, ``opt_out`` among them.
+    """
+    if allowed:
+        print_log(
+            f'{consumer}: {opt_out}: {text_file} is used with the text '
+            f'tower of {tower} without checking that it encoded them',
+            logger=logger,
+            level=logging.WARNING)
+        return
+    recorded = (text_model or {}).get('text_sha256')
+    fix = ('dump the embeddings with tools/misc/dump_text_embeddings.py '
+           '--pretrained and the text weights the model was trained with '
+           f'(it records the tower), or set {opt_out} (logged)')
+    if not recorded:
+        raise ValueError(
+            f'{consumer} cannot prove that {text_file} was encoded by the '
+            f'text tower of {tower}: its sidecar records no text-tower '
+            f'fingerprint (text_sha256): {fix}')
+    if recorded != tower_fingerprint:
+        raise ValueError(
+            f'{text_file} was encoded by the text tower {recorded} but '
+            f'{tower} holds the text tower {tower_fingerprint}: {fix}')
 
 
 def check_prompt_recipe(

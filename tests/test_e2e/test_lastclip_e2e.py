@@ -21,7 +21,6 @@ import os.path as osp
 import re
 import shutil
 import socket
-import sys
 
 import numpy as np
 import pytest
@@ -240,7 +239,12 @@ def _class_embeddings(config, checkpoint, path, names=None, templates=None):
         encode,
         templates,
         prompt_style='plain')
-    return save_text_embeddings(path, emb, names)
+    # the record the dump tool writes of the tower it encoded with
+    return save_text_embeddings(
+        path,
+        emb,
+        names,
+        text_model=dict(text_sha256=model.text_encoder.fingerprint()))
 
 
 @pytest.mark.timeout(600)
@@ -257,6 +261,28 @@ def test_zero_shot_top1_through_tools_test(trained):
     # 16 classes x 4 unseen images; chance is 6.25. Measured 22-25 at 90
     # iterations over 4 random inits (in-process runs of the same recipe).
     assert top1 >= 12.5
+    # the same rows recorded as another text tower's: refused before the
+    # first batch (embeddings of another tower were scored, exit 0)
+    import json
+    classes = json.load(open(emb[:-4] + '.json'))['classes']
+    other = save_text_embeddings(
+        str(trained['tmp'] / 'other.npy'),
+        np.load(emb),
+        classes,
+        text_model=dict(text_sha256='0' * 64))
+    argv = [
+        trained['config'], ckpt, '--work-dir',
+        str(trained['tmp'] / 'test_other'), '--cfg-options',
+        f'test_evaluator.embeddings={other}'
+    ]
+    proc = run_tool('tools/test.py', *argv)
+    assert proc.returncode != 0 and 'zero_shot/top1' not in proc.output
+    assert (f'{other} was encoded by the text tower {"0" * 64} but the '
+            'evaluated CLIPContrastive holds the text tower') in proc.output
+    # the named opt-out scores them, and logs it
+    out = _run('tools/test.py', *argv, 'test_evaluator.check_clip=False')
+    assert 'zero_shot/top1' in out
+    assert f'check_clip=False: {other} is used with the text tower' in out
 
 
 FVIT = 'configs/ovd/fvit_{}-b16_ov-coco.py'
@@ -310,18 +336,16 @@ def _tiny_fvit(backbone_ckpt, emb, pooling='last'):
     return cfg
 
 
-def _dump(load_tool, monkeypatch, clip, weights, names, out, *extra):
+def _dump(clip, weights, names, out, *extra):
     """tools/misc/dump_text_embeddings.py (in this process), with the tiny
     CLIP's model config and ``weights``."""
     names_file = out[:-4] + '.names.txt'
     with open(names_file, 'w') as f:
         f.write(''.join(n + '\n' for n in names))
-    monkeypatch.setattr(sys, 'argv', [
-        'dump', '--names', names_file, '--model-config', clip['config'],
-        '--pretrained', weights, '--templates', 'single', '--prompt-style',
-        'plain', *extra, out
-    ])
-    load_tool('tools/misc/dump_text_embeddings.py', 'dump_e2e').main()
+    run_tool('tools/misc/dump_text_embeddings.py', '--names', names_file,
+             '--model-config', clip['config'], '--pretrained', weights,
+             '--templates', 'single', '--prompt-style', 'plain', *extra,
+             out).ok()
     return out
 
 
@@ -412,8 +436,7 @@ def test_converted_records_name_the_text_tower(trained, converted, clip):
 
 @pytest.mark.timeout(600)
 def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
-                                              converted, tmp_path, load_tool,
-                                              monkeypatch):
+                                              converted, tmp_path):
     """Each converted tower loads bit-equal into the shipped F-ViT config
     of its kind and detects; its embeddings come from the text tower it was
     trained with, and the other tower's are refused."""
@@ -424,11 +447,9 @@ def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
     from mmlocat.datasets import OV_COCO_CLASSES
     init_default_scope('mmdet')
     emb = dict(
-        last=_dump(load_tool, monkeypatch, clip,
-                   converted['last']['text'], OV_COCO_CLASSES,
+        last=_dump(clip, converted['last']['text'], OV_COCO_CLASSES,
                    str(tmp_path / 'ov_last.npy'), '--background'),
-        cls=_dump(load_tool, monkeypatch,
-                  clip, clip['weights'], OV_COCO_CLASSES,
+        cls=_dump(clip, clip['weights'], OV_COCO_CLASSES,
                   str(tmp_path / 'ov_cls.npy'), '--background'))
     for pooling, run in (('last', trained), ('cls', trained_cls)):
         dst = converted[pooling]['dst']
@@ -453,8 +474,7 @@ def test_both_towers_run_through_ov_coco_fvit(trained, trained_cls, clip,
 @pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
-                                               converted, tmp_path, repo_root,
-                                               load_tool, monkeypatch):
+                                               converted, tmp_path, repo_root):
     """The converted files in the shipped zero-shot configs' layout: the
     configs' ``init_cfg`` loads them bit-equal, and ``tools/test.py`` with
     each as the checkpoint (the README's command) loads every key and
@@ -469,8 +489,7 @@ def test_both_towers_run_through_zero_shot_seg(trained, trained_cls, clip,
     for pooling, run, text in (('last', trained, converted['last']['text']),
                                ('cls', trained_cls, clip['weights'])):
         dst = converted[pooling]['dst']
-        emb = embs[pooling] = _dump(load_tool, monkeypatch, clip, text,
-                                    list(VOC_CLASSES),
+        emb = embs[pooling] = _dump(clip, text, list(VOC_CLASSES),
                                     str(tmp_path / f'voc20_{pooling}.npy'))
         config = write_tiny_zero_shot_config(
             str(tmp_path / f'zs_{pooling}.py'),

@@ -38,6 +38,11 @@ class RecordHook(Hook):
     ``tools/model_converters/lastclip2mmlocat.py`` exports);
     ``records_version``.
 
+    Before evaluating (``before_val`` / ``before_test``, the weights
+    loaded), every metric with a ``check_evaluated_model`` method
+    (:class:`mmlocat.ZeroShotAccuracy`: its embeddings against the
+    evaluated model's text tower) is given the model.
+
     On resume (``--resume``; ``after_load_checkpoint`` runs before the
     first iteration, so before ``max_keep_ckpts`` can delete the
     checkpoint that recorded the old files) every record the checkpoint
@@ -76,6 +81,22 @@ class RecordHook(Hook):
                 f'{where} was trained with the CLIP towers {recorded} but '
                 f'the model is built with {now}: resume with the config '
                 'the run started with, or start a new run (--overwrite)')
+
+    @staticmethod
+    def _check_metrics(runner, loop) -> None:
+        model = runner.model.module if is_model_wrapper(
+            runner.model) else runner.model
+        evaluator = getattr(loop, 'evaluator', None)  # a custom loop: none
+        for metric in getattr(evaluator, 'metrics', ()):
+            check = getattr(metric, 'check_evaluated_model', None)
+            if check is not None:
+                check(model)
+
+    def before_val(self, runner) -> None:
+        self._check_metrics(runner, runner.val_loop)
+
+    def before_test(self, runner) -> None:
+        self._check_metrics(runner, runner.test_loop)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         if self._record is None:  # saved before training started

@@ -7,7 +7,10 @@ file of ``tools/misc/dump_text_embeddings.py`` /
 largest cosine with the image embedding. At build the embedding file's
 recorded text model is compared with the CLIP recorded in an image-tower
 checkpoint (``clip_checkpoint``, F-ViT's check; ``check_clip=False`` opts
-out) and its prompt recipe with ``templates`` / ``prompt_style``.
+out) and its prompt recipe with ``templates`` / ``prompt_style``; before
+evaluating, with the text tower of the model evaluated
+(:meth:`ZeroShotAccuracy.check_evaluated_model`, called by
+:class:`mmlocat.RecordHook`).
 """
 from typing import List, Optional, Sequence, Union
 
@@ -18,7 +21,8 @@ from mmengine.evaluator import BaseMetric
 from mmlocat.registry import METRICS
 from mmlocat.text import (TEMPLATE_SETS, load_text_embeddings, read_text_model,
                           resolve_class_names)
-from mmlocat.utils.records import check_clip_pairing, check_prompt_recipe
+from mmlocat.utils.records import (check_clip_pairing, check_prompt_recipe,
+                                   check_text_tower_pairing)
 
 __all__ = ['ZeroShotAccuracy']
 
@@ -43,7 +47,8 @@ class ZeroShotAccuracy(BaseMetric):
             converted tower the evaluated model starts from); None compares
             nothing.
         check_clip: Compare the text model with ``clip_checkpoint``'s
-            record (the explicit opt-out is ``False``).
+            record, and with the evaluated model's text tower (the
+            explicit opt-out is ``False``, logged).
         templates: The prompt set the embeddings must have been written
             with (a key of ``TEMPLATE_SETS``); None accepts any.
         prompt_style: Their prompt style; None accepts any.
@@ -81,11 +86,31 @@ class ZeroShotAccuracy(BaseMetric):
                 'check_clip=False',
                 allowed=not check_clip)
         self.embeddings = embeddings
+        self.check_clip = check_clip
+        self._text_model = text_model
         self.class_names = (
             resolve_class_names(class_names)
             if class_names is not None else None)
         self.topk = tuple(int(k) for k in topk)
         self._text: Optional[torch.Tensor] = None
+
+    def check_evaluated_model(self, model) -> None:
+        """Refuse embeddings that the text tower of ``model`` (a
+        :class:`mmlocat.CLIPContrastive`, with the weights it holds now:
+        the checkpoint tools/test.py loaded) did not encode
+        (:func:`mmlocat.utils.records.check_text_tower_pairing`); a model
+        without a text tower has nothing to compare."""
+        tower = getattr(model, 'text_encoder', None)
+        if tower is None or not hasattr(tower, 'fingerprint'):
+            return
+        check_text_tower_pairing(
+            self._text_model,
+            self.embeddings,
+            tower.fingerprint(),
+            f'the evaluated {type(model).__name__}',
+            'ZeroShotAccuracy',
+            'check_clip=False',
+            allowed=not self.check_clip)
 
     def _class_embeddings(self) -> torch.Tensor:
         if self._text is None:
