@@ -128,6 +128,17 @@ def _write_config(tmp_path, text):
     return Config.fromfile(str(path))
 
 
+def _check_coco_config(tmp_path, data_root):
+    """check_config_data over mmdet's COCO detection config reading
+    ``data_root``."""
+    cfg = _write_config(
+        tmp_path, "_base_ = 'mmdet::_base_/datasets/coco_detection.py'\n"
+        "default_scope = 'mmdet'\n"
+        f"train_dataloader = dict(dataset=dict(data_root="
+        f"{data_root + '/'!r}))\n")
+    return check_config_data(cfg, progress=False)
+
+
 def test_coco_width_height_against_the_image(tmp_path):
     paths = generate('coco', str(tmp_path / 'coco'), 3, 1, (64, 96))
     ann = osp.join(paths['data_root'], paths['train_ann_file'])
@@ -138,12 +149,7 @@ def test_coco_width_height_against_the_image(tmp_path):
         json.dump(coco, f)
     plant('truncated',
           osp.join(paths['data_root'], 'train2017', '000000000003.jpg'))
-    cfg = _write_config(
-        tmp_path, "_base_ = 'mmdet::_base_/datasets/coco_detection.py'\n"
-        "default_scope = 'mmdet'\n"
-        f"train_dataloader = dict(dataset=dict(data_root="
-        f"{paths['data_root'] + '/'!r}))\n")
-    report, = check_config_data(cfg, progress=False)
+    report, = _check_coco_config(tmp_path, paths['data_root'])
     assert report.counts() == dict(truncated=1, size_mismatch=1)
     bad = [f for f in report.faults if f.kind == 'size_mismatch'][0]
     assert bad.path.endswith('000000000002.jpg')
@@ -345,12 +351,7 @@ def test_box_outside_its_image_is_a_fault(tmp_path):
     box['bbox'] = [10, 10, 5000, 20]
     with open(ann, 'w') as f:
         json.dump(coco, f)
-    cfg = _write_config(
-        tmp_path, "_base_ = 'mmdet::_base_/datasets/coco_detection.py'\n"
-        "default_scope = 'mmdet'\n"
-        f"train_dataloader = dict(dataset=dict(data_root="
-        f"{paths['data_root'] + '/'!r}))\n")
-    report, = check_config_data(cfg, progress=False)
+    report, = _check_coco_config(tmp_path, paths['data_root'])
     assert report.counts() == dict(box_outside=1)
     fault = report.faults[0]
     assert fault.detail == (

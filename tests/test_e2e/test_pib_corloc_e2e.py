@@ -112,17 +112,8 @@ def _write_coco(root):
 
 
 def _random_checkpoint(config, path):
-    import torch
-    from mmengine.config import Config
-    from mmengine.registry import init_default_scope
-    from mmpretrain.registry import MODELS
-
-    from mmlocat.utils.checkpoint_io import save_checkpoint
-    cfg = Config.fromfile(str(config))
-    init_default_scope('mmpretrain')
-    torch.manual_seed(0)
-    model = MODELS.build(cfg.model)
-    save_checkpoint(model.state_dict(), str(path))
+    """The config's model as built (tools/misc/init_checkpoint.py)."""
+    run_tool('tools/misc/init_checkpoint.py', config, path).ok()
 
 
 def _tested_metrics(config, ckpt, work_dir):

@@ -83,16 +83,8 @@ def _derive(tmp_path, repo_root, leaf, root, emb, prefix='', bases=()):
 
 
 def _random_checkpoint(config, path):
-    from mmengine.config import Config
-    from mmengine.registry import init_default_scope
-    from mmseg.registry import MODELS
-
-    from mmlocat.utils.checkpoint_io import save_checkpoint
-    cfg = Config.fromfile(str(config))
-    init_default_scope('mmseg')
-    torch.manual_seed(0)
-    model = MODELS.build(cfg.model)
-    save_checkpoint(model.state_dict(), str(path))
+    """The config's model as built (tools/misc/init_checkpoint.py)."""
+    run_tool('tools/misc/init_checkpoint.py', config, path).ok()
 
 
 def _evaluate(tmp_path, config, clip):

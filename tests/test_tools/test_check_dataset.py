@@ -30,6 +30,25 @@ def ade(make_ade20k):
     return make_ade20k(3, 2)
 
 
+def _check_voc07_with_first_xml(tmp_path, edit):
+    """check_dataset.py on the CorLoc VOC07 config over a tiny VOC2007
+    whose first annotation file ``edit`` rewrote; (process, that file)."""
+    voc = generate(
+        'pascal_voc', str(tmp_path / 'voc'), 2, 1, (32, 48), year=2007)
+    xml = osp.join(voc['data_root'], 'Annotations', '2007_000000.xml')
+    with open(xml) as f:
+        text = f.read()
+    with open(xml, 'w') as f:
+        f.write(edit(text))
+    proc = run_tool(
+        TOOL, CORLOC_VOC07, '--split', 'test', '--num-workers', '0',
+        '--cfg-options', f'test_dataloader.dataset.data_root='
+        f'{voc["data_root"]}', 'test_dataloader.dataset.ann_file='
+        'ImageSets/Main/trainval.txt',
+        'test_dataloader.dataset.expected_num_images=None')
+    return proc, xml
+
+
 def test_clean_then_faulty(ade, tmp_path):
     proc = run_tool(TOOL, *ade_args(ade))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -57,21 +76,9 @@ def test_clean_then_faulty(ade, tmp_path):
 
 
 def test_voc_size_through_the_corloc_config(tmp_path):
-    voc = generate(
-        'pascal_voc', str(tmp_path / 'voc'), 2, 1, (32, 48), year=2007)
-    xml = osp.join(voc['data_root'], 'Annotations', '2007_000000.xml')
-    with open(xml) as f:
-        text = f.read()
-    with open(xml, 'w') as f:
-        f.write(text.replace('<width>48</width>', '<width>64</width>'))
-    proc = run_tool(
-        TOOL, *[
-            CORLOC_VOC07, '--split', 'test', '--num-workers', '0',
-            '--cfg-options', f'test_dataloader.dataset.data_root='
-            f'{voc["data_root"]}', 'test_dataloader.dataset.ann_file='
-            'ImageSets/Main/trainval.txt',
-            'test_dataloader.dataset.expected_num_images=None'
-        ])
+    proc, _ = _check_voc07_with_first_xml(
+        tmp_path,
+        lambda t: t.replace('<width>48</width>', '<width>64</width>'))
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert 'size_mismatch 1' in proc.stdout
     assert ('2007_000000.jpg: the annotation gives 32x64 (HxW), the '
@@ -97,21 +104,9 @@ def test_box_outside_its_image_through_the_corloc_config(tmp_path):
     """xmax=5000 on a 48 px wide image: the CorLoc data is refused, naming
     the file, the image id and the box."""
     import re
-    voc = generate(
-        'pascal_voc', str(tmp_path / 'voc'), 2, 1, (32, 48), year=2007)
-    xml = osp.join(voc['data_root'], 'Annotations', '2007_000000.xml')
-    with open(xml) as f:
-        text = f.read()
-    with open(xml, 'w') as f:
-        f.write(re.sub(r'<xmax>[\d.]+</xmax>', '<xmax>5000</xmax>', text, 1))
-    proc = run_tool(
-        TOOL, *[
-            CORLOC_VOC07, '--split', 'test', '--num-workers', '0',
-            '--cfg-options', f'test_dataloader.dataset.data_root='
-            f'{voc["data_root"]}', 'test_dataloader.dataset.ann_file='
-            'ImageSets/Main/trainval.txt',
-            'test_dataloader.dataset.expected_num_images=None'
-        ])
+    proc, xml = _check_voc07_with_first_xml(
+        tmp_path,
+        lambda t: re.sub(r'<xmax>[\d.]+</xmax>', '<xmax>5000</xmax>', t, 1))
     assert proc.returncode == 2, proc.stderr[-3000:]
     line, = proc.stderr.strip().splitlines()[-1:]
     assert (f"{xml} (image id '2007_000000'): 1 box(es) outside the 32x48 "

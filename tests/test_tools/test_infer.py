@@ -78,6 +78,26 @@ def _records(out_dir):
     return records
 
 
+def _infer_and_test_py(model,
+                       tmp_path,
+                       num_images,
+                       *infer_options,
+                       test_options=()):
+    """tools/test.py's predictions and infer.py's records (``--out
+    tmp_path/out``) of ``model``'s val images, by image file name, and
+    what infer.py printed; both cover the same ``num_images`` images."""
+    cfg, ckpt = model['cfg'], model['ckpt']
+    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
+                               str(tmp_path / 'work'), *test_options)
+    assert len(ref) == num_images
+    out = tmp_path / 'out'
+    printed = run_tool(INFER, model['val_dir'], cfg, ckpt, '--out', out,
+                       *infer_options).exits(0).stdout
+    records = _records(str(out))
+    assert sorted(records) == sorted(ref)
+    return ref, records, printed
+
+
 def _assert_cli_error(argv, message):
     """``infer.py ARGV`` (``argv[0]`` the program name) exits 2 with a
     one-line error naming ``message``."""
@@ -90,15 +110,8 @@ def _assert_cli_error(argv, message):
 @pytest.mark.e2e
 def test_classification_png_json_equal_test_py(cls_model, tmp_path):
     cfg, ckpt = cls_model['cfg'], cls_model['ckpt']
-    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                               str(tmp_path / 'work'))
-    assert len(ref) == 6
-    out = tmp_path / 'out'
-    printed = run_tool(INFER, cls_model['val_dir'], cfg, ckpt, '--out',
-                       out).exits(0).stdout
+    ref, records, printed = _infer_and_test_py(cls_model, tmp_path, 6)
     assert '6 image(s) written' in printed and '0 skipped' in printed
-    records = _records(str(out))
-    assert sorted(records) == sorted(ref)
     for name, record in records.items():
         want = ref[name]['pred_score'].numpy()
         assert record['pred_scores'] == [float(s) for s in want]
@@ -158,16 +171,10 @@ def seg_model(repo_root, tmp_path_factory):
 @pytest.mark.timeout(300)
 @pytest.mark.e2e
 def test_segmentation_png_json_equal_test_py(seg_model, tmp_path):
-    cfg, ckpt = seg_model['cfg'], seg_model['ckpt']
-    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                               str(tmp_path / 'work'))
-    assert len(ref) == 2
+    ref, records, _ = _infer_and_test_py(seg_model, tmp_path, 2)
     out = tmp_path / 'out'
-    run_tool(INFER, seg_model['val_dir'], cfg, ckpt, '--out', out).exits(0)
     from mmseg.datasets import ADE20KDataset
     names = ADE20KDataset.METAINFO['classes']
-    records = _records(str(out))
-    assert sorted(records) == sorted(ref)
     for name, record in records.items():
         assert record['label_png'] == osp.join(out, name + '.labels.png')
         assert record['png'] == osp.join(out, name + '.png')
@@ -211,16 +218,13 @@ def coco_fvit(repo_root, tmp_path_factory):
 @pytest.mark.timeout(300)
 @pytest.mark.e2e
 def test_detection_png_json_equal_test_py(coco_fvit, tmp_path):
-    cfg, ckpt = coco_fvit['cfg'], coco_fvit['ckpt']
-    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                               str(tmp_path / 'work'), '--cfg-options',
-                               'test_dataloader.batch_size=1')
-    assert len(ref) == 2
-    out = tmp_path / 'out'
-    run_tool(INFER, coco_fvit['val_dir'], cfg, ckpt, '--out', out,
-             '--score-thr', '0').exits(0)
-    records = _records(str(out))
-    assert sorted(records) == sorted(ref)
+    ref, records, _ = _infer_and_test_py(
+        coco_fvit,
+        tmp_path,
+        2,
+        '--score-thr',
+        '0',
+        test_options=['--cfg-options', 'test_dataloader.batch_size=1'])
     for name, record in records.items():
         want = ref[name]['pred_instances']
         inst = record['instances']
@@ -434,17 +438,10 @@ def zero_shot(repo_root, tmp_path_factory, load_tool):
 def test_zero_shot_png_json_equal_test_py(zero_shot, tmp_path):
     from mmlocat.datasets import COCOObjectDataset
     cfg, ckpt = zero_shot['cfg'], zero_shot['ckpt']
-    ref = _test_py_predictions(cfg, ckpt, str(tmp_path / 'ref.pkl'),
-                               str(tmp_path / 'work'))
-    assert len(ref) == 2
-    out = tmp_path / 'out'
-    printed = run_tool(INFER, zero_shot['val_dir'], cfg, ckpt, '--out',
-                       out).exits(0).stdout
+    ref, records, printed = _infer_and_test_py(zero_shot, tmp_path, 2)
     assert '2 image(s) written' in printed
     names = COCOObjectDataset.METAINFO['classes']
     assert names[0] == 'background' and len(names) == 81
-    records = _records(str(out))
-    assert sorted(records) == sorted(ref)
     for name, record in records.items():
         assert record['task'] == 'zero-shot segmentation'
         want = ref[name]['pred_sem_seg']['data'][0].numpy()

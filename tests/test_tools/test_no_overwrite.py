@@ -60,6 +60,17 @@ def _refused(code, err, name: str, out: str, src: str) -> None:
         in lines[0], err
 
 
+def _text_tool_refused(tool, argv, inputs, out, src, option) -> None:
+    """``tools/misc/TOOL ARGV`` refuses ``out`` as the input ``option``
+    ``src`` (:func:`_refused`) and leaves every file of ``inputs`` as it
+    was."""
+    before = {p: _sha256(p) for p in inputs.values()}
+    proc = run_tool(f'tools/misc/{tool}', *argv)
+    _refused(proc.returncode, proc.stderr, tool[:-3], out, src)
+    assert f'is the input {option} {src}' in proc.stderr
+    assert {p: _sha256(p) for p in inputs.values()} == before
+
+
 def _output(tmp_path, src: str, how: str, name: str = 'out.pth') -> str:
     """The input itself, or a symlink to it."""
     if how == 'same':
@@ -163,12 +174,8 @@ def test_dump_text_embeddings_refuses_out_over_an_input(
         src, option = text_inputs['weights'], '--pretrained'
         out = _output(tmp_path, src, 'symlink', 'emb.npy')
         argv = ['--names', text_inputs['names'], '--pretrained', src, out]
-    before = {p: _sha256(p) for p in text_inputs.values()}
-    proc = run_tool('tools/misc/dump_text_embeddings.py', *argv)
-    code, err = proc.returncode, proc.stderr
-    _refused(code, err, 'dump_text_embeddings', out, src)
-    assert f'is the input {option} {src}' in err
-    assert {p: _sha256(p) for p in text_inputs.values()} == before
+    _text_tool_refused('dump_text_embeddings.py', argv, text_inputs, out, src,
+                       option)
 
 
 @pytest.mark.parametrize('case',
@@ -194,9 +201,5 @@ def test_clipself_embeddings2npy_refuses_out_over_an_input(
             str(tmp_path / 'rows.npy'), '--class-names', names, '--ann-file',
             src
         ]
-    before = {p: _sha256(p) for p in text_inputs.values()}
-    proc = run_tool('tools/misc/clipself_embeddings2npy.py', *argv)
-    code, err = proc.returncode, proc.stderr
-    _refused(code, err, 'clipself_embeddings2npy', out, src)
-    assert f'is the input {option} {src}' in err
-    assert {p: _sha256(p) for p in text_inputs.values()} == before
+    _text_tool_refused('clipself_embeddings2npy.py', argv, text_inputs, out,
+                       src, option)

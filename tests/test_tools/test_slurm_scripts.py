@@ -48,20 +48,26 @@ def _check_common(args: list) -> None:
     assert args.index('--qos=high') < args.index('python')
 
 
-@pytest.mark.e2e
-def test_slurm_train(repo_root, stub_env):
-    script = osp.join(repo_root, 'tools', 'slurm_train.sh')
-    subprocess.run([
-        'bash', script, 'gpu_part', 'my_job', 'cfg.py', 'work/dir',
-        '--cfg-options', 'train_cfg.max_iters=10', '--amp'
-    ],
+def _slurm_command(repo_root, stub_env, task, *argv):
+    """``tools/slurm_TASK.sh gpu_part my_job cfg.py ARGV`` with the stub
+    srun: the python command it ran (the common srun options checked)."""
+    script = osp.join(repo_root, 'tools', f'slurm_{task}.sh')
+    subprocess.run(['bash', script, 'gpu_part', 'my_job', 'cfg.py', *argv],
                    env=stub_env,
                    check=True,
                    capture_output=True)
     args = _recorded(stub_env)
     _check_common(args)
     command = args[args.index('python'):]
-    assert command[2].endswith(osp.join('tools', 'train.py'))
+    assert command[2].endswith(osp.join('tools', f'{task}.py'))
+    return command
+
+
+@pytest.mark.e2e
+def test_slurm_train(repo_root, stub_env):
+    command = _slurm_command(repo_root, stub_env, 'train', 'work/dir',
+                             '--cfg-options', 'train_cfg.max_iters=10',
+                             '--amp')
     assert command[3:] == [
         'cfg.py', '--work-dir=work/dir', '--launcher=slurm', '--cfg-options',
         'train_cfg.max_iters=10', '--amp'
@@ -70,18 +76,8 @@ def test_slurm_train(repo_root, stub_env):
 
 @pytest.mark.e2e
 def test_slurm_test(repo_root, stub_env):
-    script = osp.join(repo_root, 'tools', 'slurm_test.sh')
-    subprocess.run([
-        'bash', script, 'gpu_part', 'my_job', 'cfg.py', 'epoch_1.pth', '--out',
-        'res.pkl'
-    ],
-                   env=stub_env,
-                   check=True,
-                   capture_output=True)
-    args = _recorded(stub_env)
-    _check_common(args)
-    command = args[args.index('python'):]
-    assert command[2].endswith(osp.join('tools', 'test.py'))
+    command = _slurm_command(repo_root, stub_env, 'test', 'epoch_1.pth',
+                             '--out', 'res.pkl')
     assert command[3:] == [
         'cfg.py', 'epoch_1.pth', '--launcher=slurm', '--out', 'res.pkl'
     ]

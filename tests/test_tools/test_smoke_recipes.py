@@ -103,22 +103,53 @@ def tiny_root(tmp_path_factory):
     return root
 
 
-@pytest.mark.e2e
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    'family,config,options', TRAIN, ids=[t[0] for t in TRAIN])
-def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
-    work = str(tmp_path / 'work')
-    out = run_tool(
+def _run(tool, *argv, options=()):
+    """``python TOOL ARGV [--cfg-options OPTIONS]`` in its own process,
+    which must succeed; its output."""
+    extra = ['--cfg-options', *options] if options else []
+    return run_tool(tool, *argv, *extra, isolate=FULL_SIZE).ok()
+
+
+def _train(config, tiny_root, tmp_path, options):
+    """tools/train.py from the tiny data into ``tmp_path/work``."""
+    return _run(
         'tools/train.py',
         config,
         '--data-root',
         tiny_root,
         '--work-dir',
-        work,
-        '--cfg-options',
-        *options,
-        isolate=FULL_SIZE).ok()
+        str(tmp_path / 'work'),
+        options=options)
+
+
+def _evaluate(config, tiny_root, tmp_path, options):
+    """tools/test.py from the tiny data on the model as built
+    (init_checkpoint.py, given the same data root and options: a
+    zero-shot model reads its embedding file when built)."""
+    checkpoint = str(tmp_path / 'init.pth')
+    data = ['--data-root', tiny_root]
+    _run(
+        'tools/misc/init_checkpoint.py',
+        config,
+        checkpoint,
+        *data,
+        options=options)
+    return _run(
+        'tools/test.py',
+        config,
+        checkpoint,
+        *data,
+        '--work-dir',
+        str(tmp_path / 'work'),
+        options=options)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    'family,config,options', TRAIN, ids=[t[0] for t in TRAIN])
+def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
+    out = _train(config, tiny_root, tmp_path, options)
     assert '--data-root: ' in out
     if family == 'locat-upernet':  # each moved path is printed
         assert ('--data-root: train_dataloader.dataset.data_root: '
@@ -126,7 +157,7 @@ def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
                 'ADEChallengeData2016') in out
     # trained and saved: one epoch (of one iteration) or one iteration
     name = 'epoch_1.pth' if options is EPOCHS else 'iter_1.pth'
-    assert osp.isfile(osp.join(work, name)), out[-3000:]
+    assert osp.isfile(tmp_path / 'work' / name), out[-3000:]
 
 
 @pytest.mark.e2e
@@ -134,18 +165,7 @@ def test_train_one_iteration(family, config, options, tiny_root, tmp_path):
 @pytest.mark.parametrize(
     'family,config,options', TEST, ids=[t[0] for t in TEST])
 def test_evaluate_once(family, config, options, tiny_root, tmp_path):
-    checkpoint = str(tmp_path / 'init.pth')
-    run_tool(
-        'tools/misc/init_checkpoint.py', config, checkpoint,
-        isolate=FULL_SIZE).ok()
-    args = [
-        config, checkpoint, '--data-root', tiny_root, '--work-dir',
-        str(tmp_path / 'work')
-    ]
-    out = run_tool(
-        'tools/test.py',
-        *args + (['--cfg-options', *options] if options else []),
-        isolate=FULL_SIZE).ok()
+    out = _evaluate(config, tiny_root, tmp_path, options)
     assert '--data-root: ' in out
     assert 'Epoch(test) [' in out, out[-3000:]
 
@@ -161,40 +181,15 @@ def test_with_random_text_embeddings(family, config, dump, embeddings, tool,
     """Embeddings of open_clip's random text tower where the recipe reads
     them, then its model evaluated as built or trained one iteration."""
     out = osp.join(tiny_root, embeddings)
-    dumped = run_tool(
-        'tools/misc/dump_text_embeddings.py',
-        out,
-        '--model',
-        'ViT-B-16-quickgelu',
-        '--random-text-tower',
-        *[arg.format(root=tiny_root) for arg in dump],
-        isolate=FULL_SIZE).ok()
+    dumped = _run('tools/misc/dump_text_embeddings.py', out, '--model',
+                  'ViT-B-16-quickgelu', '--random-text-tower',
+                  *[arg.format(root=tiny_root) for arg in dump])
     assert 'text embeddings: 100%' in dumped
-    work = ['--data-root', tiny_root, '--work-dir', str(tmp_path / 'work')]
     if tool == 'tools/test.py':
-        checkpoint = str(tmp_path / 'init.pth')
-        run_tool(
-            'tools/misc/init_checkpoint.py',
-            config,
-            checkpoint,
-            '--data-root',
-            tiny_root,
-            '--cfg-options',
-            *options,
-            isolate=FULL_SIZE).ok()
-        ran = run_tool(
-            tool,
-            config,
-            checkpoint,
-            *work,
-            '--cfg-options',
-            *options,
-            isolate=FULL_SIZE).ok()
+        ran = _evaluate(config, tiny_root, tmp_path, options)
         assert 'Iter(test) [1/1]' in ran, ran[-3000:]
     else:
-        ran = run_tool(
-            tool, config, *work, '--cfg-options', *options,
-            isolate=FULL_SIZE).ok()
+        ran = _train(config, tiny_root, tmp_path, options)
         assert osp.isfile(tmp_path / 'work' / 'epoch_1.pth'), ran[-3000:]
     if any(o.endswith('check_clip=False') for o in options):
         # the opt-out is logged, naming the embedding file

@@ -49,13 +49,19 @@ def pretrained(path: str, **kwargs) -> dict:
     return dict(type='Pretrained', checkpoint=path, **kwargs)
 
 
-# ------------------------------------------------------------------ loading
-@pytest.mark.parametrize('name', sorted(BACKBONES))
-def test_converted_checkpoint_loads_with_prefix(name, tmp_path):
+def _saved_backbone(name, tmp_path):
+    """A seeded, initialised backbone and its weights saved under the
+    ``backbone.`` prefix, as the converters write them."""
     torch.manual_seed(0)
     src = build(name)
     src.init_weights()
-    path = save(tmp_path, prefixed(src))
+    return src, save(tmp_path, prefixed(src))
+
+
+# ------------------------------------------------------------------ loading
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_converted_checkpoint_loads_with_prefix(name, tmp_path):
+    src, path = _saved_backbone(name, tmp_path)
     model = build(name, init_cfg=pretrained(path, prefix='backbone.'))
     model.init_weights()
     for key, value in src.state_dict().items():
@@ -133,10 +139,7 @@ def test_wrong_checkpoints_name_the_fix(name, tmp_path):
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_pos_embed_is_still_resized_on_load(name, tmp_path):
-    torch.manual_seed(0)
-    src = build(name)
-    src.init_weights()
-    path = save(tmp_path, prefixed(src))
+    src, path = _saved_backbone(name, tmp_path)
     model = build(
         name, img_size=64, init_cfg=pretrained(path, prefix='backbone.'))
     model.init_weights()  # 2x2 grid -> 4x4 grid, no error

@@ -71,6 +71,17 @@ def _old_hook_rule(backbone, x):
     return patch_score(patches, query).reshape(tokens.shape[0], 1, *hw)
 
 
+def _predictions_against_plain(model, plain):
+    """``model`` (a PatchScoreNeck) with ``plain``'s weights on 64x64
+    images: its predictions, the removed hook rule's scores and
+    ``plain``'s logits."""
+    model.load_state_dict(plain.state_dict(), strict=True)
+    x = _images(64, 64)
+    with torch.no_grad():
+        return (model.predict(x), _old_hook_rule(plain.backbone,
+                                                 x), plain(x, mode='tensor'))
+
+
 def test_plain_vit_through_the_neck_equals_the_old_hook_scores():
     """A plain mmpretrain ViT: ``out_type='raw'`` + ``PatchScoreNeck(
     pooling='cls', mode='classification')`` gives the scores the removed
@@ -86,12 +97,7 @@ def test_plain_vit_through_the_neck_equals_the_old_hook_scores():
                        in_channels=32,
                        mode='classification',
                        pooling='cls'))
-    model.load_state_dict(plain.state_dict(), strict=True)
-    x = _images(64, 64)
-    with torch.no_grad():
-        preds = model.predict(x)
-        want = _old_hook_rule(plain.backbone, x)
-        logits = plain(x, mode='tensor')
+    preds, want, logits = _predictions_against_plain(model, plain)
     for i, pred in enumerate(preds):
         assert torch.equal(pred.patch_score, want[i, 0])
         assert 'vote_map' not in pred
@@ -141,12 +147,7 @@ def test_cnn_through_the_neck_equals_the_old_gap_scores():
             mode='classification',
             pooling='gap'),
         head=head)
-    model.load_state_dict(plain.state_dict(), strict=True)
-    x = _images(64, 64)
-    with torch.no_grad():
-        preds = model.predict(x)
-        want = _old_hook_rule(plain.backbone, x)
-        logits = plain(x, mode='tensor')
+    preds, want, logits = _predictions_against_plain(model, plain)
     for i, pred in enumerate(preds):
         torch.testing.assert_close(pred.patch_score, want[i, 0])
         torch.testing.assert_close(pred.pred_score, logits[i].softmax(-1))
