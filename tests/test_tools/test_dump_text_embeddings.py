@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.harness import run_tool
+from helpers.tiny_archs import tiny_open_clip_cfg
 
 from mmlocat.text import TEMPLATE_SETS, load_text_embeddings
 from mmlocat.utils.records import rows_sha256, templates_sha256
@@ -264,21 +265,9 @@ def test_random_text_tower_for_smoke_trials(tmp_path, repo_root, monkeypatch):
     """--random-text-tower: open_clip's random tower, no download; the
     sidecar records no weights and the cache is left alone.
     --cfg-options changes the --seg-config config (its templates here)."""
-    import open_clip
     model_config = tmp_path / 'tiny-dump-random.json'
     model_config.write_text(
-        json.dumps(
-            dict(
-                embed_dim=8,
-                vision_cfg=dict(
-                    image_size=32, layers=1, width=16, patch_size=16),
-                text_cfg=dict(
-                    context_length=77,
-                    vocab_size=49408,
-                    width=16,
-                    heads=2,
-                    layers=1))))
-    open_clip.add_model_config(str(model_config))
+        json.dumps(tiny_open_clip_cfg(embed_dim=8, text_width=16)))
     cache = tmp_path / 'cache'
     monkeypatch.setenv('MMLOCAT_CACHE', str(cache))
     config = osp.join(repo_root, 'configs/last/zeroshot_clip-b16_voc20.py')
@@ -292,17 +281,17 @@ def test_random_text_tower_for_smoke_trials(tmp_path, repo_root, monkeypatch):
     assert side['text_model']['templates'] == 'single'
     assert not cache.exists()
     # the options change only a --seg-config config; one weights source
-    for extra, message in (
+    for argv, message in (
         ([
-            '--names', 'cat,dog', '--random-text-tower', '--cfg-options',
+            out, '--names', 'cat,dog', '--random-text-tower', '--cfg-options',
             'model.templates=single'
         ], 'without one there is nothing'),
-        (args + ['--random-text-tower', '--pretrained', 'w.pt'],
-         'not allowed with argument'),
-        (args + [
-            '--random-text-tower', '--cfg-options', 'model.templates=single',
-            out
+        ([out, *args, '--random-text-tower', '--pretrained',
+          'w.pt'], 'not allowed with argument'),
+        ([
+            *args, '--random-text-tower', '--cfg-options',
+            'model.templates=single', out
         ], f"'{out}' is not KEY=VALUE"),
     ):
-        proc = run_tool(TOOL, *([] if out in extra else [out]), *extra)
+        proc = run_tool(TOOL, *argv)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
