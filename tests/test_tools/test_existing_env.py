@@ -296,8 +296,8 @@ for name in names:
         failed[name] = f'{type(err).__name__}: {err}'
 from mmlocat.text.class_names import imagenet_class_names
 from mmlocat.testing import generate
-lvis = generate('lvis', tempfile.mkdtemp(), num_train=1, num_val=1,
-                img_size=(32, 32))
+lvis = generate('lvis', tempfile.mkdtemp(dir=os.getcwd()), num_train=1,
+                num_val=1, img_size=(32, 32))
 print(json.dumps(dict(
     origin=mmlocat.__file__, modules=len(names), failed=failed,
     imagenet=len(imagenet_class_names('open_clip')),
