@@ -1,8 +1,21 @@
+import os
 import os.path as osp
 
 import pytest
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+def pytest_collection_finish(session):
+    """Refuse a run that would fill the disk, before its first test: out of
+    space, every later test fails with errors that do not say why."""
+    if os.environ.get('PYTEST_XDIST_WORKER', 'gw0') != 'gw0' or \
+            not session.items:
+        return  # one worker speaks for the run
+    from helpers.disk import short_of_space
+    problem = short_of_space(session.config.option.basetemp, session.items)
+    if problem:
+        pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope='session')
