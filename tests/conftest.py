@@ -81,6 +81,15 @@ def isolate_text_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def isolate_mmengine_instances():
+    """Drop the mmengine loggers, message hubs and visualizers a test made
+    (``helpers.harness.new_globals_dropped``)."""
+    from helpers.harness import new_globals_dropped
+    with new_globals_dropped():
+        yield
+
+
+@pytest.fixture(autouse=True)
 def isolate_default_scope():
     """Undo ``init_default_scope`` calls of a test (mmengine keeps a global
     scope; a leaked 'mmpretrain' scope breaks later mmdet builds)."""

@@ -68,3 +68,23 @@ def test_shipped_config_is_a_copy():
     assert shipped_config(name).model.type != 'Changed'
     with pytest.raises(FileNotFoundError, match='relative to the reposi'):
         shipped_config('configs/nope.py')
+
+
+def test_instances_a_test_made_are_dropped_after_it(tmp_path):
+    """What conftest's isolate_mmengine_instances does after each test: a
+    visualizer or logger made inside is gone (the logger's files closed),
+    one made before is the same object."""
+    from helpers.harness import new_globals_dropped
+    from mmengine.logging import MMLogger
+    from mmengine.visualization import Visualizer
+    before = Visualizer.get_instance('made_before')
+    with new_globals_dropped():
+        inside = Visualizer.get_instance(
+            'made_inside', save_dir=str(tmp_path / 'vis'))
+        logger = MMLogger.get_instance(
+            'logged_inside', log_file=str(tmp_path / 'run.log'))
+        assert Visualizer.get_instance('made_inside') is inside
+    assert Visualizer.get_instance('made_before') is before
+    assert not Visualizer.check_instance_created('made_inside')
+    assert not MMLogger.check_instance_created('logged_inside')
+    assert logger.handlers == []
