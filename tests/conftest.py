@@ -1,9 +1,44 @@
 import os
 import os.path as osp
+import sys
 
 import pytest
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+# Where the tools write by default, relative to the repository: a test's
+# files go under its tmp_path (a tool run gets --work-dir there); under
+# several pytest processes two tests writing here would collide.
+TOOL_OUTPUT_DIRS = ('work_dirs', 'data')
+_TOOL_OUTPUTS = pytest.StashKey()
+
+
+def _tool_outputs() -> set:
+    found = set()
+    for folder in TOOL_OUTPUT_DIRS:
+        if osp.isdir(osp.join(REPO_ROOT, folder)):
+            found.update(
+                osp.join(folder, name)
+                for name in os.listdir(osp.join(REPO_ROOT, folder)))
+    return found
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, 'workerinput'):  # the run, not a worker
+        session.config.stash[_TOOL_OUTPUTS] = _tool_outputs()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A run whose tests wrote into the repository's tool folders fails,
+    naming what they wrote."""
+    before = session.config.stash.get(_TOOL_OUTPUTS, None)
+    written = sorted(_tool_outputs() - before) if before is not None else []
+    if written:
+        print(
+            f'\ntests wrote into the repository: {", ".join(written)} '
+            '(a tool run without --work-dir / --out under tmp_path?)',
+            file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_finish(session):

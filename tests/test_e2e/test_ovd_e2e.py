@@ -88,7 +88,8 @@ def test_ov_coco_train_test_fusion_and_mismatch(coco, tmp_path, repo_root):
     bad = write_embeddings(tmp_path / 'swapped.npy', swapped)
     bad_cfg = write_tiny_ovd_config(tmp_path / 'bad_coco.py', base, root, bad,
                                     val_ann)
-    proc = run_tool('tools/test.py', bad_cfg, ckpt)
+    proc = run_tool('tools/test.py', bad_cfg, ckpt, '--work-dir',
+                    str(tmp_path / 'bad_work'))
     code, out = proc.returncode, proc.output
     assert code != 0
     assert 'text embeddings do not match the dataset classes' in out
@@ -217,7 +218,8 @@ def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root):
     found = re.findall(r'coco/novel_ap50: (-?[\d.]+)', out)
     assert found and -1 <= float(found[-1]) <= 1, out[-3000:]
     # the F-ViT file itself is not an mmlocat.FViT checkpoint
-    proc = run_tool('tools/test.py', cfg, src)
+    proc = run_tool('tools/test.py', cfg, src, '--work-dir',
+                    str(tmp_path / 'src_work'))
     code, out = proc.returncode, proc.output
     assert code == 2 and 'refusing to run a partly random network' in out
     assert 'unexpected keys (170): [backbone.interpolate1.0.weight' in out
@@ -225,7 +227,8 @@ def test_clipself_checkpoint_converts_and_tests(coco, tmp_path, repo_root):
     # against: the file regenerated with other values is refused
     trained_sha = file_sha256(emb)
     write_embeddings(tmp_path / 'coco_emb.npy', names, seed=9)
-    proc = run_tool('tools/test.py', cfg, dst)
+    proc = run_tool('tools/test.py', cfg, dst, '--work-dir',
+                    str(tmp_path / 'dst_work'))
     code, out = proc.returncode, proc.output
     assert code == 2, out[-3000:]
     assert (f'{dst} records roi_head.bbox_head.text_embeddings {emb} '
