@@ -81,11 +81,12 @@ def test_writes_grids_and_json(tool, setup, tmp_path, monkeypatch, capsys):
     out = tmp_path / 'vis'
     _main(tool, monkeypatch, setup['config'], setup['backbone'], setup['imgs'],
           '--queries', '2,3', '7,0', '--out-dir', out)
-    printed = capsys.readouterr().out.split()
     expected = [
         str(out / f'a_q{q}_{k}.png') for q in ('2-3', '7-0')
         for k in ('gaug', 'attn')
     ]
+    # the PNGs written, last (mmengine's loggers print to stdout too)
+    printed = capsys.readouterr().out.splitlines()[-len(expected):]
     assert printed == expected
     for path in expected:
         png = cv2.imread(path)

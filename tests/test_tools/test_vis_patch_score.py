@@ -111,7 +111,8 @@ def test_any_config_backbone_checkpoint(tool, tmp_path, repo_root, monkeypatch,
         str(tmp_path / 'vis')
     ])
     run_cli('vis_patch_score.py', tool.main)
-    out = capsys.readouterr().out.split()
+    # the PNG written, last (mmengine's loggers print to stdout too)
+    out = capsys.readouterr().out.splitlines()[-1:]
     assert out == [str(tmp_path / 'vis' / 'photo_patch_score.png')]
     png = cv2.imread(out[0])
     assert png is not None and png.shape[1] > 2.5 * png.shape[0]
