@@ -245,47 +245,38 @@ def _managed_classes() -> List[type]:
     return found
 
 
-def _put_back(saved: dict) -> None:
-    """mmengine's global instances as ``saved`` holds them; the loggers
-    made since are closed."""
-    for cls in _managed_classes():
-        kept = saved.get(cls, {})
-        for key, instance in cls._instance_dict.items():
-            if kept.get(key) is not instance and isinstance(
-                    instance, logging.Logger):
-                for handler in list(instance.handlers):
-                    handler.close()
-                    instance.removeHandler(handler)
-        cls._instance_dict.clear()
-        cls._instance_dict.update(kept)
+@contextlib.contextmanager
+def new_globals_dropped() -> Iterator[None]:
+    """mmengine's global instances (``ManagerMixin``: loggers, message
+    hubs, visualizers, the default scope) made inside dropped after, the
+    loggers among them closed; those from before kept as they are. (A
+    Runner a test builds itself names its visualizer by the second it
+    starts: a later test's Runner of the same second would get it, with
+    its save folder in the first test's deleted tmp_path.)"""
+    saved = {cls: dict(cls._instance_dict) for cls in _managed_classes()}
+    try:
+        yield
+    finally:
+        for cls in _managed_classes():
+            kept = saved.get(cls, {})
+            for key, instance in cls._instance_dict.items():
+                if kept.get(key) is not instance and isinstance(
+                        instance, logging.Logger):
+                    for handler in list(instance.handlers):
+                        handler.close()
+                        instance.removeHandler(handler)
+            cls._instance_dict.clear()
+            cls._instance_dict.update(kept)
 
 
 @contextlib.contextmanager
 def fresh_globals() -> Iterator[None]:
-    """mmengine's global instances (``ManagerMixin``: loggers, message
-    hubs, visualizers, the default scope) empty inside, as in a new
-    process, and put back after; the loggers made inside are closed."""
-    saved = {cls: dict(cls._instance_dict) for cls in _managed_classes()}
-    for cls in saved:
-        cls._instance_dict.clear()
-    try:
+    """mmengine's global instances empty inside, as in a new process, and
+    put back after (:func:`new_globals_dropped`)."""
+    with new_globals_dropped():
+        for cls in _managed_classes():
+            cls._instance_dict.clear()
         yield
-    finally:
-        _put_back(saved)
-
-
-@contextlib.contextmanager
-def new_globals_dropped() -> Iterator[None]:
-    """mmengine's global instances made inside dropped after (the loggers
-    closed), those from before kept as they are: a Runner a test builds
-    itself names its visualizer by the second it starts, and a later
-    test's Runner of the same second would get it, with its save folder
-    in the first test's (deleted) tmp_path."""
-    saved = {cls: dict(cls._instance_dict) for cls in _managed_classes()}
-    try:
-        yield
-    finally:
-        _put_back(saved)
 
 
 @contextlib.contextmanager

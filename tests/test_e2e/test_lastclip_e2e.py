@@ -16,6 +16,7 @@ each was trained with, and each runs through the shipped ``fvit_{last,cls}
 -b16_ov-coco.py`` and ``zeroshot_{last,cls}-clip-b16_voc20.py`` (tiny),
 which accept exactly those embeddings.
 """
+import json
 import os
 import os.path as osp
 import re
@@ -34,7 +35,8 @@ from tiny_cls import probe_env
 from mmlocat.testing import generate
 from mmlocat.testing.caption_writer import (CAPTION_BACKGROUNDS,
                                             caption_class_names)
-from mmlocat.text import build_class_embeddings, save_text_embeddings
+from mmlocat.text import (build_class_embeddings, save_text_embeddings,
+                          sidecar_path)
 
 pytestmark = pytest.mark.e2e
 
@@ -263,8 +265,8 @@ def test_zero_shot_top1_through_tools_test(trained):
     assert top1 >= 12.5
     # the same rows recorded as another text tower's: refused before the
     # first batch (embeddings of another tower were scored, exit 0)
-    import json
-    classes = json.load(open(emb[:-4] + '.json'))['classes']
+    with open(sidecar_path(emb)) as f:
+        classes = json.load(f)['classes']
     other = save_text_embeddings(
         str(trained['tmp'] / 'other.npy'),
         np.load(emb),
